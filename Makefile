@@ -1,0 +1,37 @@
+# Two commands for a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: bootstrap demo test test-quick up down status bench clean
+
+bootstrap: $(VENV)/.bootstrapped
+
+$(VENV)/.bootstrapped: pyproject.toml scripts/bootstrap.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/bootstrap.sh
+	touch $@
+
+demo: bootstrap
+	$(BIN)/python demo.py
+
+test: bootstrap
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-quick: bootstrap
+	$(BIN)/python -m pytest -m "not slow and not integration and not notebook" $(PYTEST_ARGS)
+
+up: bootstrap
+	$(BIN)/python -m sandbox up
+
+down: bootstrap
+	$(BIN)/python -m sandbox down
+
+status: bootstrap
+	$(BIN)/python -m sandbox status
+
+bench: bootstrap
+	$(BIN)/python bench/startup.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,129 @@
+"""``python -m sandbox``: start, inspect and break the sandbox."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from sandbox.errors import SandboxError
+from sandbox.settings import Settings
+
+_FAULTS = {
+    "kill": "SIGKILL a service (a crashed node: no shutdown hook runs)",
+    "pause": "freeze a service with SIGSTOP (connections stay open, nothing answers)",
+    "resume": "unfreeze a paused service",
+    "restart": "stop a service and start it again, waiting until it is healthy",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sandbox",
+        description="Kafka, MinIO and a Spark standalone cluster for the ordered-streaming workbook.",
+    )
+    parser.add_argument("--state-dir", type=Path, help="where logs, data and pids live (default: .sandbox in the project)")
+    parser.add_argument("--backend", choices=["local", "compose"], help="default: compose if a Docker engine answers, else local")
+    parser.add_argument("--port-offset", type=int, help="add this to every port (run two sandboxes side by side)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("up", help="start every service and wait until all are healthy (idempotent)")
+    sub.add_parser("down", help="stop every service; data stays")
+    reset = sub.add_parser("reset", help="stop everything and delete all data (topics, objects, checkpoints)")
+    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    status = sub.add_parser("status", help="every service, its state, endpoint, UI and log")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    logs = sub.add_parser("logs", help="the last lines of one service's log")
+    logs.add_argument("service")
+    logs.add_argument("-n", "--lines", type=int, default=50)
+    for name, text in _FAULTS.items():
+        sub.add_parser(name, help=text).add_argument("service")
+    sub.add_parser("fetch", help="download and build every artifact into the cache, start nothing")
+    sub.add_parser("smoke", help="prove each service works: Kafka round trip, S3 round trip, a Spark job")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        overrides: dict[str, object] = {}
+        if args.state_dir:
+            overrides["state_dir"] = args.state_dir
+        if args.backend:
+            overrides["backend"] = args.backend
+        settings = Settings.from_env(**overrides)
+        if args.port_offset is not None:
+            from sandbox.settings import Ports
+
+            settings = replace(settings, ports=Ports().shifted(args.port_offset))
+        return _run(args, settings)
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from sandbox import open_sandbox
+
+    if args.command == "fetch":
+        from sandbox.artifacts import fetch_all
+
+        for key, value in fetch_all(settings).items():
+            shown = f"{len(value)} jars" if isinstance(value, list) else value
+            print(f"{key}: {shown}")
+        return 0
+    sb = open_sandbox(settings)
+    if args.command == "up":
+        sb.up()
+        _print_status(sb.status())
+        return 0
+    if args.command == "down":
+        sb.down()
+        print("sandbox stopped (data kept; `python -m sandbox reset` deletes it)")
+        return 0
+    if args.command == "reset":
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print(f"error: reset deletes all data under {settings.state_dir}; pass --yes to confirm", file=sys.stderr)
+                return 2
+            if input(f"delete all sandbox data under {settings.state_dir}? [y/N] ").strip().lower() != "y":
+                return 1
+        sb.reset()
+        print("sandbox stopped and its data deleted")
+        return 0
+    if args.command == "status":
+        statuses = sb.status()
+        if args.json:
+            print(json.dumps([asdict(s) for s in statuses], indent=2))
+        else:
+            _print_status(statuses)
+        return 0 if all(s.state == "running" for s in statuses) else 1
+    if args.command == "logs":
+        print(sb.logs(args.service, args.lines))
+        return 0
+    if args.command in _FAULTS:
+        getattr(sb, args.command)(args.service)
+        print(f"{args.command} {args.service}: done")
+        return 0
+    if args.command == "smoke":
+        from sandbox.smoke import run_all
+
+        return 0 if run_all(settings) else 1
+    raise AssertionError(args.command)
+
+
+def _print_status(statuses) -> None:
+    rows = [("SERVICE", "STATE", "ENDPOINT", "UI", "LOG")] + [
+        (s.name, s.state, s.endpoint, s.ui or "-", s.log) for s in statuses
+    ]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+    unhealthy = [s for s in statuses if s.state != "running"]
+    for s in unhealthy:
+        if s.detail:
+            print(f"  {s.name}: {s.detail}")

@@ -1,0 +1,560 @@
+"""The local-process backend: Kafka, MinIO and a Spark standalone cluster as plain processes.
+
+Each service is a process group of its own (so ``kill`` also takes a worker's executors
+down, like a crashed node), with a log file under ``<state>/logs`` and data under
+``<state>/data``. Process ids live in ``<state>/run``, so any later CLI call can find,
+stop or break what an earlier one started.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from sandbox import artifacts, health
+from sandbox.artifacts import Progress, say
+from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus, log_tail
+from sandbox.errors import (
+    AnotherSandboxRunningError,
+    NotRunningError,
+    PortBusyError,
+    SandboxError,
+    ServiceStartError,
+    UnknownServiceError,
+)
+from sandbox.settings import BackendKind, Endpoints, Settings
+
+_STOP_GRACE_S = 15.0
+
+#: Popen handles of the children this Python process started, so killed ones get reaped.
+_children: dict[int, subprocess.Popen] = {}
+
+
+@dataclass(frozen=True)
+class _Service:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    ports: tuple[int, ...]
+    endpoint: str
+    ui: str | None
+    probe: Callable[[], health.Health]
+
+
+class LocalBackend:
+    """Runs the sandbox as supervised local processes (see module docstring)."""
+
+    kind: BackendKind = "local"
+
+    def __init__(self, settings: Settings, *, progress: Progress = say) -> None:
+        self.settings = settings
+        self._progress = progress
+        self._artifacts: dict[str, object] | None = None
+
+    # ----------------------------------------------------------------- layout
+    @property
+    def _run_dir(self) -> Path:
+        return self.settings.state_dir / "run"
+
+    def _log_path(self, name: str) -> Path:
+        return self.settings.state_dir / "logs" / f"{name}.log"
+
+    def _data_dir(self, name: str) -> Path:
+        return self.settings.state_dir / "data" / name
+
+    def services(self) -> list[str]:
+        return ["kafka", "minio", "spark-master"] + [
+            f"spark-worker-{n}" for n in range(1, self.settings.spark_workers + 1)
+        ]
+
+    def endpoints(self) -> Endpoints:
+        return self.settings.endpoints()
+
+    # ---------------------------------------------------------------- lifecycle
+    def up(self) -> None:
+        self._check_other_sandboxes()
+        started = time.monotonic()
+        for name in self.services():
+            pid = self._pid(name)
+            if pid is not None:
+                if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+                    self._progress(f"[sandbox] {name} is paused; resuming it")
+                    self._signal(name, signal.SIGCONT)
+                continue
+            self._start(name)
+        self._register()
+        for name in self.services():
+            self._wait_healthy(self._spec(name))
+        self._progress(f"[sandbox] all services healthy ({time.monotonic() - started:.1f}s)")
+
+    def down(self) -> None:
+        for name in reversed(self.services()):
+            self._stop(name)
+        self._sweep_strays()
+        self._registry_file().unlink(missing_ok=True)
+
+    def reset(self) -> None:
+        import shutil
+
+        self.down()
+        for sub in ("data", "checkpoints", "logs", "config"):
+            shutil.rmtree(self.settings.state_dir / sub, ignore_errors=True)
+
+    def status(self) -> list[ServiceStatus]:
+        out = []
+        for name in self.services():
+            spec = self._spec(name, need_artifacts=False)
+            pid = self._pid(name)
+            if pid is None:
+                state, detail = ServiceState.STOPPED, ""
+            elif psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+                state, detail = ServiceState.PAUSED, "SIGSTOP"
+            else:
+                result = spec.probe()
+                state = ServiceState.RUNNING if result.ok else ServiceState.UNHEALTHY
+                detail = result.detail
+            out.append(
+                ServiceStatus(
+                    name=name, state=state, endpoint=spec.endpoint, ui=spec.ui,
+                    log=str(self._log_path(name)), pid=pid, detail=detail,
+                )
+            )  # fmt: skip
+        return out
+
+    def logs(self, service: str, lines: int = 50) -> str:
+        self._known(service)
+        return log_tail(self._log_path(service), lines)
+
+    # ------------------------------------------------------------------- faults
+    def kill(self, service: str) -> None:
+        self._known(service)
+        if self._pid(service) is None:
+            raise NotRunningError(f"{service} is not running; nothing to kill (start it with `up`)")
+        self._signal(service, signal.SIGKILL)
+        self._wait_dead(service, 10.0)
+        self._pid_file(service).unlink(missing_ok=True)
+
+    def pause(self, service: str) -> None:
+        self._known(service)
+        if self._pid(service) is None:
+            raise NotRunningError(f"{service} is not running; nothing to pause (start it with `up`)")
+        self._signal(service, signal.SIGSTOP)
+        self._wait_stopped(service, True)
+
+    def resume(self, service: str) -> None:
+        self._known(service)
+        if self._pid(service) is None:
+            raise NotRunningError(f"{service} is not running; nothing to resume (start it with `up`)")
+        self._signal(service, signal.SIGCONT)
+        self._wait_stopped(service, False)
+
+    def restart(self, service: str) -> None:
+        self._known(service)
+        self._stop(service)
+        self._start(service)
+        self._wait_healthy(self._spec(service))
+
+    # ---------------------------------------------------------------- internals
+    def _known(self, service: str) -> None:
+        if service not in self.services():
+            raise UnknownServiceError(service, self.services())
+
+    def _arts(self) -> dict[str, object]:
+        if self._artifacts is None:
+            self._artifacts = artifacts.fetch_all(self.settings, progress=self._progress)
+        return self._artifacts
+
+    def _spec(self, name: str, *, need_artifacts: bool = True) -> _Service:
+        s, p, e = self.settings, self.settings.ports, self.settings.endpoints()
+        arts = self._arts() if need_artifacts else {}
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+        if name == "kafka":
+            jars = arts.get("kafka_jars", [])
+            classpath = os.pathsep.join(str(j) for j in jars)  # type: ignore[union-attr]
+            return _Service(
+                name=name,
+                argv=[str(arts.get("java", "java")), f"-Xmx{s.kafka_heap}", f"-Xms{s.kafka_heap}",
+                      "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                      f"-Dlog4j2.configurationFile={self._config_dir() / 'kafka-log4j2.properties'}",
+                      "-cp", classpath, "kafka.Kafka", str(self._config_dir() / "kafka.properties")],
+                env=base_env, cwd=self._data_dir("kafka"),
+                ports=(p.kafka, p.kafka_controller),
+                endpoint=e.kafka_bootstrap, ui=None,
+                probe=lambda: health.check_kafka(s, timeout_s=3.0),
+            )  # fmt: skip
+        if name == "minio":
+            env = dict(base_env, MINIO_ROOT_USER=s.s3_access_key, MINIO_ROOT_PASSWORD=s.s3_secret_key)
+            env["MINIO_UPDATE"] = "off"
+            return _Service(
+                name=name,
+                argv=[str(arts.get("minio", "minio")), "server",
+                      "--address", f"{s.host}:{p.minio}", "--console-address", f"{s.host}:{p.minio_console}",
+                      str(self._data_dir("minio"))],
+                env=env, cwd=self._data_dir("minio"),
+                ports=(p.minio, p.minio_console),
+                endpoint=e.s3_endpoint, ui=e.s3_console,
+                probe=lambda: health.check_minio(s, timeout_s=3.0),
+            )  # fmt: skip
+        spark_class = str(artifacts.spark_home() / "bin" / "spark-class")
+        spark_env = dict(
+            base_env,
+            SPARK_HOME=str(artifacts.spark_home()),
+            SPARK_CONF_DIR=str(self._config_dir() / "spark"),
+            SPARK_LOCAL_IP=s.host,
+            SPARK_DAEMON_MEMORY="512m",
+            PYSPARK_PYTHON=sys.executable,
+        )
+        if "java" in arts:
+            spark_env["JAVA_HOME"] = str(Path(str(arts["java"])).resolve().parent.parent)
+        if name == "spark-master":
+            spark_env["SPARK_MASTER_OPTS"] = "-Dspark.worker.timeout=20"
+            return _Service(
+                name=name,
+                argv=[spark_class, "org.apache.spark.deploy.master.Master", "--host", s.host,
+                      "--port", str(p.spark_master), "--webui-port", str(p.spark_master_ui)],
+                env=spark_env, cwd=self._data_dir("spark-master"),
+                ports=(p.spark_master, p.spark_master_ui),
+                endpoint=e.spark_master, ui=e.spark_master_ui,
+                probe=lambda: _spark_master_alive(s),
+            )  # fmt: skip
+        n = int(name.rsplit("-", 1)[1])
+        work = self._data_dir(name)
+        spark_env["SPARK_LOCAL_DIRS"] = str(work / "tmp")
+        return _Service(
+            name=name,
+            argv=[spark_class, "org.apache.spark.deploy.worker.Worker", "--host", s.host,
+                  "--cores", str(s.spark_worker_cores), "--memory", s.spark_worker_memory,
+                  "--webui-port", str(p.worker_ui(n)), "--work-dir", str(work / "work"), e.spark_master],
+            env=spark_env, cwd=work,
+            ports=(p.worker_ui(n),),
+            endpoint=f"{s.host} (registers with {e.spark_master})", ui=e.spark_worker_uis[n - 1],
+            probe=lambda: health.check_spark_worker(s, n, timeout_s=3.0),
+        )  # fmt: skip
+
+    def _config_dir(self) -> Path:
+        return self.settings.state_dir / "config"
+
+    def _prepare(self, name: str) -> None:
+        self._data_dir(name).mkdir(parents=True, exist_ok=True)
+        self._log_path(name).parent.mkdir(parents=True, exist_ok=True)
+        (self._config_dir() / "spark").mkdir(parents=True, exist_ok=True)
+        if name == "kafka":
+            self._prepare_kafka()
+        if name.startswith("spark-worker-"):
+            (self._data_dir(name) / "tmp").mkdir(exist_ok=True)
+
+    def _prepare_kafka(self) -> None:
+        s, p = self.settings, self.settings.ports
+        logs = self._data_dir("kafka") / "logs"
+        props = self._config_dir() / "kafka.properties"
+        props.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@{s.host}:{p.kafka_controller}",
+                    f"listeners=PLAINTEXT://{s.host}:{p.kafka},CONTROLLER://{s.host}:{p.kafka_controller}",
+                    f"advertised.listeners=PLAINTEXT://{s.host}:{p.kafka}",
+                    "controller.listener.names=CONTROLLER",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    f"log.dirs={logs}",
+                    f"num.partitions={s.kafka_partitions}",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=3",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "share.coordinator.state.topic.replication.factor=1",
+                    "share.coordinator.state.topic.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=false",
+                    # a teaching sandbox keeps a week: long enough to replay a whole workbook
+                    "log.retention.hours=168",
+                    "message.max.bytes=2097152",
+                    "",
+                ]
+            )
+        )
+        (self._config_dir() / "kafka-log4j2.properties").write_text(
+            "status = warn\n"
+            "appender.console.type = Console\n"
+            "appender.console.name = STDOUT\n"
+            "appender.console.layout.type = PatternLayout\n"
+            "appender.console.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.stdout.ref = STDOUT\n"
+            "logger.kafka.name = kafka\nlogger.kafka.level = INFO\n"
+            "logger.state.name = state.change.logger\nlogger.state.level = WARN\n"
+        )
+        if (logs / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        spec = self._spec("kafka")
+        classpath = spec.argv[spec.argv.index("-cp") + 1]
+        self._progress(f"[sandbox] formatting Kafka storage in {logs} (cluster id {cluster_id})")
+        proc = subprocess.run(
+            [spec.argv[0], f"-Dlog4j2.configurationFile={self._config_dir() / 'kafka-log4j2.properties'}",
+             "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise ServiceStartError("kafka", "storage format failed", str(props), (proc.stdout + proc.stderr)[-3000:])
+
+    def _start(self, name: str) -> None:
+        self._prepare(name)
+        spec = self._spec(name)
+        for port in spec.ports:
+            self._check_port(name, port)
+        self._progress(f"[sandbox] starting {name} (log: {self._log_path(name)})")
+        log = self._log_path(name).open("ab")
+        log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} sandbox starts {name}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            spec.argv, cwd=spec.cwd, env=spec.env, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+        _children[proc.pid] = proc
+        self._run_dir.mkdir(parents=True, exist_ok=True)
+        self._pid_file(name).write_text(
+            json.dumps({"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "argv": spec.argv})
+        )
+
+    def _wait_healthy(self, spec: _Service) -> None:
+        name = spec.name
+
+        def exited() -> str | None:
+            return None if self._pid(name) is not None else "exited during start"
+
+        if name == "minio":
+            probe = _minio_with_bucket(self.settings)
+        else:
+            probe = spec.probe
+        try:
+            health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=name, abort=exited)
+        except health._Aborted as exc:
+            raise ServiceStartError(name, str(exc), str(self._log_path(name)), log_tail(self._log_path(name), 25)) from None
+        except TimeoutError as exc:
+            raise ServiceStartError(
+                name, f"did not become healthy: {exc}", str(self._log_path(name)), log_tail(self._log_path(name), 25)
+            ) from None
+        self._progress(f"[sandbox] {name} healthy: {probe().detail}")
+
+    def _stop(self, name: str) -> None:
+        pid = self._pid(name)
+        if pid is not None:
+            self._progress(f"[sandbox] stopping {name} (pid {pid})")
+            self._signal(name, signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            self._signal(name, signal.SIGTERM)
+            if not self._wait_dead(name, _STOP_GRACE_S):
+                self._signal(name, signal.SIGKILL)
+                self._wait_dead(name, 10.0)
+        self._pid_file(name).unlink(missing_ok=True)
+
+    def _pid_file(self, name: str) -> Path:
+        return self._run_dir / f"{name}.json"
+
+    def _pid(self, name: str) -> int | None:
+        """The live pid recorded for ``name``, or None (stale records are ignored)."""
+        try:
+            record = json.loads(self._pid_file(name).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        pid = int(record["pid"])
+        _reap(pid)
+        try:
+            proc = psutil.Process(pid)
+            if abs(proc.create_time() - float(record["create_time"])) > 1.0:
+                return None
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.NoSuchProcess:
+            return None
+        return pid
+
+    def _signal(self, name: str, sig: signal.Signals) -> None:
+        pid = self._pid(name)
+        if pid is None:
+            return
+        try:
+            os.killpg(pid, sig)  # the service's whole group: a worker takes its executors with it
+        except ProcessLookupError:
+            pass
+
+    def _wait_stopped(self, name: str, stopped: bool) -> None:
+        """Signals are delivered asynchronously: wait until the kernel reports the new state."""
+        pid = self._pid(name)
+        if pid is None:
+            return
+        health.wait_for(
+            lambda: (psutil.Process(pid).status() == psutil.STATUS_STOPPED) == stopped,
+            timeout_s=10.0,
+            interval_s=0.05,
+            what=f"{name} {'stopping' if stopped else 'continuing'}",
+        )
+
+    def _wait_dead(self, name: str, timeout_s: float) -> bool:
+        record = self._pid_file(name)
+        try:
+            pgid = int(json.loads(record.read_text())["pid"])
+        except (FileNotFoundError, ValueError):
+            return True
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            _reap(pgid)
+            if not _group_members(pgid):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _check_port(self, service: str, port: int) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.settings.host, port))
+                return
+            except OSError:
+                pass
+        owner_pid, owner = _port_owner(port)
+        for entry in _registry_entries(self.settings):
+            if entry["state_dir"] != str(self.settings.state_dir) and owner_pid in entry.get("pids", []):
+                raise AnotherSandboxRunningError(entry["state_dir"], [port])
+        raise PortBusyError(service, self.settings.host, port, owner)
+
+    # ------------------------------------------- one sandbox per set of ports
+    def _registry_file(self) -> Path:
+        digest = hashlib.sha1(str(self.settings.state_dir).encode()).hexdigest()[:12]
+        return self.settings.cache_dir / "running" / f"{digest}.json"
+
+    def _register(self) -> None:
+        path = self._registry_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pids = [pid for name in self.services() if (pid := self._pid(name)) is not None]
+        path.write_text(json.dumps({"state_dir": str(self.settings.state_dir), "ports": _all_ports(self.settings), "pids": pids}))
+
+    def _check_other_sandboxes(self) -> None:
+        mine = set(_all_ports(self.settings))
+        for entry in _registry_entries(self.settings):
+            if entry["state_dir"] == str(self.settings.state_dir):
+                continue
+            clash = sorted(mine & set(entry.get("ports", [])))
+            if clash:
+                raise AnotherSandboxRunningError(entry["state_dir"], clash)
+
+    def _sweep_strays(self) -> None:
+        """Kill leftovers whose working directory is inside this sandbox (orphaned executors)."""
+        root = str(self.settings.state_dir)
+        for proc in psutil.process_iter(["pid", "cwd"]):
+            cwd = proc.info.get("cwd") or ""
+            if proc.pid != os.getpid() and (cwd == root or cwd.startswith(root + os.sep)):
+                try:
+                    proc.kill()
+                except psutil.Error:
+                    pass
+
+
+def _spark_master_alive(settings: Settings) -> health.Health:
+    try:
+        status = health.spark_master_status(settings, timeout_s=3.0)
+    except (OSError, ValueError) as exc:
+        return health.Health(False, str(exc))
+    return health.Health(status.get("status") == "ALIVE", f"master {status.get('status')}, {len(health.alive_workers(status))} worker(s) alive")
+
+
+def _minio_with_bucket(settings: Settings) -> Callable[[], health.Health]:
+    def probe() -> health.Health:
+        result = health.check_minio(settings, timeout_s=3.0)
+        if not result.ok and "bucket" in result.detail:
+            try:
+                health.ensure_bucket(settings)
+            except Exception as exc:  # noqa: BLE001 - reported as the health detail
+                return health.Health(False, f"creating bucket {settings.bucket}: {exc}")
+            result = health.check_minio(settings, timeout_s=3.0)
+        return result
+
+    return probe
+
+
+def _all_ports(settings: Settings) -> list[int]:
+    p = settings.ports
+    return [p.kafka, p.kafka_controller, p.minio, p.minio_console, p.spark_master, p.spark_master_ui] + [
+        p.worker_ui(n) for n in range(1, settings.spark_workers + 1)
+    ]
+
+
+def _registry_entries(settings: Settings) -> list[dict]:
+    """Registered sandboxes that still have a live process (stale entries are removed)."""
+    out = []
+    for path in sorted((settings.cache_dir / "running").glob("*.json")):
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if any(psutil.pid_exists(pid) for pid in entry.get("pids", [])):
+            out.append(entry)
+        else:
+            path.unlink(missing_ok=True)
+    return out
+
+
+def _port_owner(port: int) -> tuple[int | None, str | None]:
+    try:
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                proc = psutil.Process(conn.pid)
+                cmd = " ".join(proc.cmdline()[:3])
+                return conn.pid, f"pid {conn.pid} ({proc.name()}: {cmd[:80]})"
+    except (psutil.Error, OSError):
+        pass
+    return None, None
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def _reap(pid: int) -> None:
+    proc = _children.get(pid)
+    if proc is not None and proc.poll() is not None:
+        _children.pop(pid, None)
+
+
+def sandbox_processes(settings: Settings) -> list[psutil.Process]:
+    """Every live process that belongs to this sandbox (for tests and `down` checks)."""
+    root = str(settings.state_dir)
+    found = []
+    for proc in psutil.process_iter(["pid", "cwd", "cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            cwd = proc.info.get("cwd") or ""
+            cmd = " ".join(proc.info.get("cmdline") or [])
+            if proc.pid != os.getpid() and (cwd.startswith(root) or root in cmd):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+__all__ = ["LocalBackend", "sandbox_processes", "SandboxError"]

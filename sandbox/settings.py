@@ -1,0 +1,163 @@
+"""One settings object for the sandbox, built once at the edge and passed down.
+
+Read the environment only in :meth:`Settings.from_env` (the CLI, notebooks and test
+fixtures call it); everything below takes a ``Settings``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+BackendKind = Literal["local", "compose"]
+
+PROJECT = "ordered-stream-lab"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ports:
+    """Host ports; every one moves together with ``offset`` so two sandboxes can coexist."""
+
+    kafka: int = 9092
+    kafka_controller: int = 9093
+    minio: int = 9000
+    minio_console: int = 9001
+    spark_master: int = 7077
+    spark_master_ui: int = 8080
+    spark_worker_ui_base: int = 8081  # worker N listens on base + N - 1
+    jupyter: int = 8888
+
+    def shifted(self, offset: int) -> Ports:
+        return Ports(**{name: value + offset for name, value in self.__dict__.items()})
+
+    def worker_ui(self, n: int) -> int:
+        return self.spark_worker_ui_base + n - 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Endpoints:
+    """Where each service answers, as seen from this machine."""
+
+    kafka_bootstrap: str
+    s3_endpoint: str
+    s3_console: str
+    spark_master: str
+    spark_master_ui: str
+    spark_worker_uis: tuple[str, ...]
+    jupyter: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything the sandbox needs to know; immutable, so derive variants with ``replace``."""
+
+    state_dir: Path
+    cache_dir: Path
+    backend: BackendKind = "local"
+    host: str = "127.0.0.1"
+    ports: Ports = field(default_factory=Ports)
+    s3_access_key: str = "sandbox"
+    s3_secret_key: str = "sandbox-secret"
+    bucket: str = "lake"
+    spark_workers: int = 2
+    spark_worker_cores: int = 1
+    spark_worker_memory: str = "1g"
+    kafka_heap: str = "512m"
+    kafka_partitions: int = 3
+    maven_repo: str | None = None  # a Maven mirror root; None means Maven Central
+    start_timeout_s: float = 120.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Build settings from ``OSL_*`` variables, then apply keyword overrides.
+
+        ``OSL_STATE_DIR`` (default: ``.sandbox`` in the project root), ``OSL_CACHE_DIR``
+        (default: ``~/.cache/ordered-stream-lab``), ``OSL_BACKEND`` (``local`` or
+        ``compose``; default: compose only when a Docker engine answers),
+        ``OSL_PORT_OFFSET`` (add to every port), ``OSL_MAVEN_REPO`` (a mirror).
+        """
+        env = os.environ if environ is None else environ
+        offset_text = env.get("OSL_PORT_OFFSET", "0")
+        try:
+            offset = int(offset_text)
+        except ValueError:
+            from sandbox.errors import SandboxError
+
+            raise SandboxError(
+                f"OSL_PORT_OFFSET={offset_text!r} is not an integer; set it to e.g. 10000"
+            ) from None
+        values: dict[str, object] = {
+            "state_dir": Path(env["OSL_STATE_DIR"]) if env.get("OSL_STATE_DIR") else _default_state_dir(),
+            "cache_dir": Path(env["OSL_CACHE_DIR"]) if env.get("OSL_CACHE_DIR") else _default_cache_dir(env),
+            "ports": Ports().shifted(offset),
+            "maven_repo": env.get("OSL_MAVEN_REPO") or None,
+        }
+        if "backend" in overrides:
+            values["backend"] = _backend_kind(str(overrides["backend"]))
+        elif env.get("OSL_BACKEND"):
+            values["backend"] = _backend_kind(env["OSL_BACKEND"])
+        else:
+            values["backend"] = "compose" if docker_engine_answers() else "local"
+        values.update(overrides)
+        settings = cls(**values)  # type: ignore[arg-type]
+        return replace(settings, state_dir=settings.state_dir.resolve(), cache_dir=settings.cache_dir.resolve())
+
+    def endpoints(self) -> Endpoints:
+        h, p = self.host, self.ports
+        return Endpoints(
+            kafka_bootstrap=f"{h}:{p.kafka}",
+            s3_endpoint=f"http://{h}:{p.minio}",
+            s3_console=f"http://{h}:{p.minio_console}",
+            spark_master=f"spark://{h}:{p.spark_master}",
+            spark_master_ui=f"http://{h}:{p.spark_master_ui}",
+            spark_worker_uis=tuple(
+                f"http://{h}:{p.worker_ui(n)}" for n in range(1, self.spark_workers + 1)
+            ),
+            jupyter=f"http://{h}:{p.jupyter}" if self.backend == "compose" else None,
+        )
+
+    @property
+    def checkpoint_root(self) -> Path:
+        """Streaming checkpoints live on local disk (a shared volume under compose), never in S3."""
+        return Path("/checkpoints") if self.backend == "compose" else self.state_dir / "checkpoints"
+
+
+def docker_engine_answers(timeout_s: float = 3.0) -> bool:
+    """True when a Docker CLI is on PATH and its engine answers ``docker info``."""
+    import shutil
+    import subprocess
+
+    docker = shutil.which("docker")
+    if not docker:
+        return False
+    try:
+        return subprocess.run([docker, "info"], capture_output=True, timeout=timeout_s).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _backend_kind(text: str) -> BackendKind:
+    if text not in ("local", "compose"):
+        from sandbox.errors import SandboxError
+
+        raise SandboxError(f"OSL_BACKEND={text!r} is not a backend; use 'local' or 'compose'")
+    return text  # type: ignore[return-value]
+
+
+def _default_cache_dir(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / PROJECT
+
+
+def project_root() -> Path | None:
+    """The checkout this package runs from, when it runs from one (editable install)."""
+    here = Path(__file__).resolve().parent.parent
+    return here if (here / "docker-compose.yml").exists() else None
+
+
+def _default_state_dir() -> Path:
+    root = project_root()
+    return (root if root is not None else Path.cwd()) / ".sandbox"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Create the project's virtualenv and fill the artifact cache. Safe to run again: pip and
+# the artifact cache both skip what is already there.
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+die() { echo "bootstrap: $*" >&2; exit 1; }
+
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found: install Python 3.11+ (Debian/Ubuntu: apt-get install python3 python3-venv) or run make PYTHON=/path/to/python3.11"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "Python 3.11+ is required, $PYTHON is $("$PYTHON" -V 2>&1): run make PYTHON=/path/to/python3.11"
+
+java_major() { "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+JAVA=${JAVA_HOME:+$JAVA_HOME/bin/}java
+if ! command -v "$JAVA" >/dev/null || [ "$(java_major "$JAVA")" -lt 17 ]; then
+  die "Java 17+ is required for Kafka and Spark (found: $(command -v "$JAVA" >/dev/null && java_major "$JAVA" || echo none)): apt-get install openjdk-17-jre-headless, or set JAVA_HOME to a JDK 17+"
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV with $("$PYTHON" -V)"
+  "$PYTHON" -m venv "$VENV" || die "could not create a virtualenv: apt-get install python3-venv"
+fi
+echo "bootstrap: installing the project and its test tools into $VENV (pyspark is large; pip caches it)"
+"$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
+"$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[dev]"
+echo "bootstrap: fetching Kafka and Spark-job jars and MinIO into the cache (once)"
+"$VENV/bin/python" -m sandbox --backend local fetch
