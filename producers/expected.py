@@ -1,0 +1,297 @@
+"""What a correct pipeline must produce, computed from the ledger alone.
+
+:func:`expected_sessions` replays each session's *intended* messages (in ``(epoch, seq)``
+order, whatever was actually sent) into the table the producer meant to publish, and
+turns every faulted or undelivered ledger row into a :class:`LossWindow`: the range of
+one session's messages inside which a correct pipeline may show the anomalies the fault
+allows (and nothing else).
+
+Loss-window semantics (the verifier relies on these)
+    A window is ``(session, epoch, from_seq, to_seq)``: it covers the messages of that
+    session and epoch with ``from_seq <= seq < to_seq``; ``to_seq is None`` means up to
+    the end of the epoch. Inside it the anomalies in ``allowed`` may appear; outside every
+    window that allows an anomaly, that anomaly is a pipeline bug.
+
+    Faults that damage the table (``drop``, ``duplicate``, ``reorder``, ``corrupt``,
+    ``schema-drift``, ``orphan-update``, ``silent-divergence``, ``oversized``, and a
+    delivery that ``failed`` or is ``indeterminate``) open a window at the faulted seq
+    (for ``reorder``, the lower of the two swapped seqs) that closes at the next *clean
+    snapshot* of the same epoch after the faulted seq(s): a snapshot with a ledger row
+    whose outcome is ``ok`` and whose fault is none, ``clock-skew``, ``burst`` or
+    ``epoch-reset``. That snapshot itself is outside the window and must be applied.
+    With no such snapshot the window runs to the end of the epoch; ``restored`` then says
+    whether a clean snapshot in a later epoch restores the table anyway.
+
+    The others: ``clock-skew`` covers its one message (``late``), ``epoch-reset`` covers
+    seq 0 of the new epoch (``epoch-change``), ``crash`` covers the ``end`` it withheld
+    and everything after (``unterminated``); ``burst`` opens no window (nothing may go).
+
+Final tables
+    ``final_rows`` is the intended table after the session's last intended message. Rows
+    whose final value a correct pipeline may still get wrong (touched inside a window that
+    is never restored; all rows if that window starts at seq 0, where the reader has no
+    table to start from) are listed in ``uncertain_ids``; every other row must match.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from producers.contract import Kind, Row, decode
+from producers.faults import FAULTS, Anomaly, FaultName
+
+__all__ = [
+    "CLEAN_FAULTS",
+    "DELIVERY_ALLOWED",
+    "ExpectedSession",
+    "LossWindow",
+    "WindowCause",
+    "expected_sessions",
+    "loss_windows",
+]
+
+WindowCause = FaultName | Literal["delivery-failed", "delivery-indeterminate"]
+
+#: Faults that leave a snapshot usable as a resynchronisation point.
+CLEAN_FAULTS: frozenset[str | None] = frozenset({None, "clock-skew", "burst", "epoch-reset"})
+
+#: What an undelivered message allows (an indeterminate one may also have arrived twice,
+#: e.g. when a run is restarted and resends; the idempotent producer prevents retries
+#: from duplicating within a run).
+DELIVERY_ALLOWED: dict[str, frozenset[Anomaly]] = {
+    "delivery-failed": FAULTS["drop"].info.allowed,
+    "delivery-indeterminate": FAULTS["drop"].info.allowed | {Anomaly.DUPLICATED},
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossWindow:
+    """Where one fault allows anomalies; see the module docstring for the exact semantics."""
+
+    session: str
+    epoch: int
+    from_seq: int
+    to_seq: int | None  # exclusive; None = to the end of the epoch
+    fault: WindowCause
+    allowed: frozenset[Anomaly]
+    send_index: int  # the ledger row that opened the window
+    restored: bool  # the table is right again after it (or the fault never damages the table)
+
+    def covers(self, epoch: int, seq: int) -> bool:
+        return epoch == self.epoch and seq >= self.from_seq and (self.to_seq is None or seq < self.to_seq)
+
+    def allows(self, anomaly: Anomaly | str, epoch: int, seq: int) -> bool:
+        return Anomaly(anomaly) in self.allowed and self.covers(epoch, seq)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpectedSession:
+    """What a correct pipeline's output must say about one session."""
+
+    session: str
+    site: str
+    topic: str
+    final_rows: Mapping[str, Row]  # id -> row, the intended table at the end
+    last_epoch: int
+    last_seq: int  # of the last intended message (its `end`, or the `end` a crash withheld)
+    ended: bool  # a clean `end` was delivered: the pipeline must close the session
+    windows: tuple[LossWindow, ...]
+    uncertain_ids: frozenset[str]  # rows whose final value may legitimately differ
+
+    @property
+    def exact(self) -> bool:
+        """True when every final row must match (no window is left unrestored)."""
+        return not self.uncertain_ids
+
+    def allows(self, anomaly: Anomaly | str, epoch: int, seq: int) -> bool:
+        """True when some window of this session allows ``anomaly`` at ``(epoch, seq)``."""
+        return any(w.allows(anomaly, epoch, seq) for w in self.windows)
+
+    def checked_rows(self) -> dict[str, Row]:
+        """``final_rows`` without the uncertain ones: what must match exactly."""
+        return {k: v for k, v in self.final_rows.items() if k not in self.uncertain_ids}
+
+
+def expected_sessions(ledger: pd.DataFrame) -> dict[str, ExpectedSession]:
+    """One :class:`ExpectedSession` per session in ``ledger`` (as :func:`read_ledger` returns it)."""
+    out: dict[str, ExpectedSession] = {}
+    if ledger.empty:
+        return out
+    for sid, rows in ledger.sort_values("send_index", kind="stable").groupby("session", sort=True):
+        out[str(sid)] = _session(str(sid), rows)
+    return out
+
+
+def loss_windows(ledger: pd.DataFrame) -> pd.DataFrame:
+    """Every loss window of the ledger as a DataFrame (one row per window).
+
+    Columns: session, epoch, from_seq, to_seq (nullable), fault, allowed (sorted list of
+    anomaly names), send_index, restored.
+    """
+    records = [
+        {
+            "session": w.session,
+            "epoch": w.epoch,
+            "from_seq": w.from_seq,
+            "to_seq": w.to_seq,
+            "fault": w.fault,
+            "allowed": sorted(a.value for a in w.allowed),
+            "send_index": w.send_index,
+            "restored": w.restored,
+        }
+        for s in expected_sessions(ledger).values()
+        for w in s.windows
+    ]
+    df = pd.DataFrame.from_records(
+        records, columns=["session", "epoch", "from_seq", "to_seq", "fault", "allowed", "send_index", "restored"]
+    )
+    df["to_seq"] = df["to_seq"].astype("Int64")
+    return df
+
+
+def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
+    # One intended message per (epoch, seq): a duplicate's copy repeats its original.
+    intended: dict[tuple[int, int], dict] = {}
+    clean_snapshots: set[tuple[int, int]] = set()
+    for r in rows.itertuples(index=False):
+        key = (int(r.epoch), int(r.seq))
+        if key not in intended:
+            intended[key] = _intended(r.intended)
+        if r.kind == Kind.SNAPSHOT and r.outcome == "ok" and _fault(r.fault) in CLEAN_FAULTS:
+            clean_snapshots.add(key)
+    order = sorted(intended)
+
+    table: dict[str, Row] = {}
+    touched: dict[tuple[int, int], set[str]] = {}
+    everyone: set[str] = set()
+    for key in order:
+        obj = intended[key]
+        kind = obj["kind"]
+        if kind == Kind.SNAPSHOT:
+            table = {row["id"]: row for row in obj["rows"]}
+            everyone.update(table)
+            touched[key] = set()
+        elif kind == Kind.UPSERT:
+            table[obj["row"]["id"]] = obj["row"]
+            touched[key] = {obj["row"]["id"]}
+        elif kind == Kind.DELETE:
+            table.pop(obj["id"], None)
+            touched[key] = {obj["id"]}
+        else:
+            touched[key] = set()
+        everyone.update(touched[key])
+
+    windows: list[LossWindow] = []
+    for r in rows.itertuples(index=False):
+        fault = _fault(r.fault)
+        epoch, seq, index = int(r.epoch), int(r.seq), int(r.send_index)
+        if fault is not None:
+            info = FAULTS[fault].info  # type: ignore[index]
+            if info.window == "to-next-snapshot":
+                lo = hi = seq
+                if fault == "reorder":
+                    partner = json.loads(r.fault_detail or "{}").get("partner_seq", seq)
+                    lo, hi = min(seq, partner), max(seq, partner)
+                windows.append(_to_snapshot(sid, epoch, lo, hi, fault, info.allowed, index, clean_snapshots))
+            elif info.window == "message":
+                windows.append(
+                    LossWindow(
+                        session=sid,
+                        epoch=epoch,
+                        from_seq=seq,
+                        to_seq=seq + 1,
+                        fault=fault,
+                        allowed=info.allowed,
+                        send_index=index,
+                        restored=True,
+                    )
+                )
+            elif info.window == "to-end":
+                windows.append(
+                    LossWindow(
+                        session=sid,
+                        epoch=epoch,
+                        from_seq=seq,
+                        to_seq=None,
+                        fault=fault,
+                        allowed=info.allowed,
+                        send_index=index,
+                        restored=True,
+                    )
+                )
+        damaging = fault is not None and FAULTS[fault].info.window == "to-next-snapshot"  # type: ignore[index]
+        if r.outcome in ("failed", "indeterminate") and not damaging:
+            cause = f"delivery-{r.outcome}"
+            windows.append(_to_snapshot(sid, epoch, seq, seq, cause, DELIVERY_ALLOWED[cause], index, clean_snapshots))  # type: ignore[arg-type]
+
+    uncertain: set[str] = set()
+    for w in windows:
+        if w.restored:
+            continue
+        if w.from_seq == 0:
+            uncertain |= everyone  # the reader may never have had a table for this epoch
+            break
+        for key in order:
+            if key >= (w.epoch, w.from_seq):
+                uncertain |= touched[key]
+
+    first = rows.iloc[0]
+    last_epoch, last_seq = order[-1]
+    ended = any(
+        r.kind == Kind.END
+        and r.outcome == "ok"
+        and _fault(r.fault) in CLEAN_FAULTS
+        and (int(r.epoch), int(r.seq)) == order[-1]
+        for r in rows.itertuples(index=False)
+    )
+    return ExpectedSession(
+        session=sid,
+        site=str(first["site"]),
+        topic=str(first["topic"]),
+        final_rows=table,
+        last_epoch=last_epoch,
+        last_seq=last_seq,
+        ended=ended,
+        windows=tuple(windows),
+        uncertain_ids=frozenset(uncertain),
+    )
+
+
+def _to_snapshot(
+    sid: str,
+    epoch: int,
+    lo: int,
+    hi: int,
+    cause: WindowCause,
+    allowed: frozenset[Anomaly],
+    index: int,
+    clean: set[tuple[int, int]],
+) -> LossWindow:
+    closing = min((s for e, s in clean if e == epoch and s > hi), default=None)
+    restored = closing is not None or any(e > epoch for e, _ in clean)
+    return LossWindow(
+        session=sid,
+        epoch=epoch,
+        from_seq=lo,
+        to_seq=closing,
+        fault=cause,
+        allowed=allowed,
+        send_index=index,
+        restored=restored,
+    )
+
+
+def _intended(text: str) -> dict:
+    # The ledger's intended JSON was written by ``encode``; decode checks it is still v1.
+    return decode(text.encode("utf-8"), max_bytes=1 << 40).to_json_obj()
+
+
+def _fault(value: object) -> str | None:
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return str(value)
