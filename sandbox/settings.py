@@ -63,11 +63,22 @@ class Settings:
     s3_secret_key: str = "sandbox-secret"
     bucket: str = "lake"
     spark_workers: int = 2
-    spark_worker_cores: int = 1
-    spark_worker_memory: str = "1g"
+    #: Two cores per worker on purpose (more than a laptop may have): two applications, e.g. a
+    #: streaming job and a notebook, each get executors instead of one starving in the queue.
+    spark_worker_cores: int = 2
+    spark_worker_memory: str = "2g"
+    #: Cores one application may take (spark.cores.max): half the cluster.
+    spark_app_cores: int = 2
     kafka_heap: str = "512m"
     kafka_partitions: int = 3
     maven_repo: str | None = None  # a Maven mirror root; None means Maven Central
+    #: Addresses as seen from inside the compose network (the jupyter container); when set
+    #: they replace the host:port endpoints derived from ``host`` and ``ports``.
+    kafka_bootstrap: str | None = None
+    s3_endpoint: str | None = None
+    spark_master: str | None = None
+    driver_host: str | None = None
+    checkpoint_dir: Path | None = None
     start_timeout_s: float = 120.0
 
     @classmethod
@@ -77,7 +88,10 @@ class Settings:
         ``OSL_STATE_DIR`` (default: ``.sandbox`` in the project root), ``OSL_CACHE_DIR``
         (default: ``~/.cache/ordered-stream-lab``), ``OSL_BACKEND`` (``local`` or
         ``compose``; default: compose only when a Docker engine answers),
-        ``OSL_PORT_OFFSET`` (add to every port), ``OSL_MAVEN_REPO`` (a mirror).
+        ``OSL_PORT_OFFSET`` (add to every port), ``OSL_MAVEN_REPO`` (a mirror); inside the
+        compose network also ``OSL_KAFKA_BOOTSTRAP``, ``OSL_S3_ENDPOINT``, ``OSL_SPARK_MASTER``,
+        ``OSL_CHECKPOINT_ROOT``, ``OSL_S3_ACCESS_KEY``, ``OSL_S3_SECRET_KEY``, ``OSL_BUCKET`` and
+        ``SPARK_LOCAL_HOSTNAME`` (the driver's address for executors).
         """
         env = os.environ if environ is None else environ
         offset_text = env.get("OSL_PORT_OFFSET", "0")
@@ -94,7 +108,15 @@ class Settings:
             "cache_dir": Path(env["OSL_CACHE_DIR"]) if env.get("OSL_CACHE_DIR") else _default_cache_dir(env),
             "ports": Ports().shifted(offset),
             "maven_repo": env.get("OSL_MAVEN_REPO") or None,
+            "kafka_bootstrap": env.get("OSL_KAFKA_BOOTSTRAP") or None,
+            "s3_endpoint": env.get("OSL_S3_ENDPOINT") or None,
+            "spark_master": env.get("OSL_SPARK_MASTER") or None,
+            "driver_host": env.get("SPARK_LOCAL_HOSTNAME") or None,
+            "checkpoint_dir": Path(env["OSL_CHECKPOINT_ROOT"]) if env.get("OSL_CHECKPOINT_ROOT") else None,
         }
+        for key, name in (("s3_access_key", "OSL_S3_ACCESS_KEY"), ("s3_secret_key", "OSL_S3_SECRET_KEY"), ("bucket", "OSL_BUCKET")):
+            if env.get(name):
+                values[key] = env[name]
         if "backend" in overrides:
             values["backend"] = _backend_kind(str(overrides["backend"]))
         elif env.get("OSL_BACKEND"):
@@ -108,10 +130,10 @@ class Settings:
     def endpoints(self) -> Endpoints:
         h, p = self.host, self.ports
         return Endpoints(
-            kafka_bootstrap=f"{h}:{p.kafka}",
-            s3_endpoint=f"http://{h}:{p.minio}",
+            kafka_bootstrap=self.kafka_bootstrap or f"{h}:{p.kafka}",
+            s3_endpoint=self.s3_endpoint or f"http://{h}:{p.minio}",
             s3_console=f"http://{h}:{p.minio_console}",
-            spark_master=f"spark://{h}:{p.spark_master}",
+            spark_master=self.spark_master or f"spark://{h}:{p.spark_master}",
             spark_master_ui=f"http://{h}:{p.spark_master_ui}",
             spark_worker_uis=tuple(
                 f"http://{h}:{p.worker_ui(n)}" for n in range(1, self.spark_workers + 1)
@@ -122,21 +144,25 @@ class Settings:
     @property
     def checkpoint_root(self) -> Path:
         """Streaming checkpoints live on local disk (a shared volume under compose), never in S3."""
-        return Path("/checkpoints") if self.backend == "compose" else self.state_dir / "checkpoints"
+        return self.checkpoint_dir or self.state_dir / "checkpoints"
 
 
 def docker_engine_answers(timeout_s: float = 3.0) -> bool:
-    """True when a Docker CLI is on PATH and its engine answers ``docker info``."""
+    """True when a docker CLI is on PATH and a Docker engine answers it within ``timeout_s``."""
     import shutil
     import subprocess
 
     docker = shutil.which("docker")
-    if not docker:
+    if docker is None:
         return False
     try:
-        return subprocess.run([docker, "info"], capture_output=True, timeout=timeout_s).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        proc = subprocess.run(
+            [docker, "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (subprocess.TimeoutExpired, OSError):
         return False
+    return proc.returncode == 0 and proc.stdout.strip() not in ("", "<no value>")
 
 
 def _backend_kind(text: str) -> BackendKind:

@@ -1,0 +1,83 @@
+"""Container healthchecks that do real work (stdlib only: it also runs in the MinIO image).
+
+    python healthcheck.py minio [--port 9000]
+    python healthcheck.py spark-master [--port 8080] [--min-workers 1]
+    python healthcheck.py spark-worker --port 8081
+    python healthcheck.py jupyter [--port 8888]
+
+Exit 0 when healthy; otherwise exit 1 with one line saying why (Docker keeps it in
+``docker inspect``'s health log, which ``docker compose ps`` summarises).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.request
+
+TIMEOUT_S = 4.0
+
+
+def _get(port: int, path: str) -> bytes:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=TIMEOUT_S) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"GET {path} answered {resp.status}")
+        return resp.read()
+
+
+def minio(port: int) -> str:
+    _get(port, "/minio/health/ready")
+    return "ready"
+
+
+def spark_master(port: int, min_workers: int) -> str:
+    status = json.loads(_get(port, "/json/"))
+    if status.get("status") != "ALIVE":
+        raise RuntimeError(f"master status is {status.get('status')!r}")
+    alive = [w for w in status.get("workers", []) if w.get("state") == "ALIVE"]
+    if len(alive) < min_workers:
+        raise RuntimeError(f"{len(alive)} ALIVE worker(s), need {min_workers}")
+    return f"ALIVE with {len(alive)} worker(s)"
+
+
+def spark_worker(port: int) -> str:
+    state = json.loads(_get(port, "/json/"))
+    # The worker reports its master's URL only once the master accepted its registration.
+    if not state.get("masterurl"):
+        raise RuntimeError("UI answers but the worker is not registered with a master yet")
+    return f"registered with {state['masterurl']} ({state.get('cores')} cores)"
+
+
+def jupyter(port: int) -> str:
+    version = json.loads(_get(port, "/api")).get("version")
+    return f"Jupyter server {version}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("role", choices=["minio", "spark-master", "spark-worker", "jupyter"])
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--min-workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    default_port = {"minio": 9000, "spark-master": 8080, "spark-worker": 8081, "jupyter": 8888}
+    port = args.port or default_port[args.role]
+    try:
+        if args.role == "minio":
+            detail = minio(port)
+        elif args.role == "spark-master":
+            detail = spark_master(port, args.min_workers)
+        elif args.role == "spark-worker":
+            detail = spark_worker(port)
+        else:
+            detail = jupyter(port)
+    except (urllib.error.URLError, OSError, ValueError, RuntimeError) as exc:
+        print(f"{args.role} on port {port}: unhealthy: {exc}")
+        return 1
+    print(f"{args.role} on port {port}: {detail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,535 @@
+"""The Docker Compose backend: the sandbox as the services of ``docker-compose.yml``.
+
+Every action is one ``docker compose`` command against the checkout's compose file. The ports,
+credentials and sizes come from :class:`~sandbox.settings.Settings` (passed to compose as the
+``OSL_*`` variables the compose file reads), so ``endpoints()`` always names what the
+containers publish. Healthy means what it means for the local backend: after compose reports
+every container healthy (its own in-container checks), the shared checks in
+:mod:`sandbox.health` must pass from this machine too.
+
+Inside the compose network the job reaches Kafka at ``kafka:19092``, MinIO at
+``http://minio:9000`` and the master at ``spark://spark-master:7077``; its driver runs in the
+``jupyter`` container, because executors must be able to connect back to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sandbox import health
+from sandbox.artifacts import Progress, say
+from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus
+from sandbox.errors import (
+    NotRunningError,
+    PortBusyError,
+    SandboxError,
+    ServiceStartError,
+    ToolMissingError,
+    UnknownServiceError,
+)
+from sandbox.settings import PROJECT, BackendKind, Endpoints, Ports, Settings, docker_engine_answers, project_root
+
+__all__ = [
+    "ComposeBackend",
+    "ComposeCommandError",
+    "ComposePluginMissingError",
+    "DockerEngineDownError",
+    "DockerMissingError",
+    "compose_environment",
+    "docker_engine_answers",
+]
+
+#: Services a learner can break, in start order (the one-shot ``minio-init`` is not one).
+COMPOSE_SERVICES: tuple[str, ...] = (*CORE_SERVICES, "jupyter")
+#: The compose file runs exactly this many Spark workers.
+COMPOSE_WORKERS = 2
+#: The driver UI port inside the jupyter container (published as 4040 + the port offset).
+DRIVER_UI_PORT = 4040
+
+_QUICK_TIMEOUT_S = 120.0
+_DOCKER_FIX = "install Docker Engine or Docker Desktop (https://docs.docker.com/get-docker/), or use OSL_BACKEND=local"
+_PLUGIN_FIX = (
+    "install the compose plugin (Debian/Ubuntu: apt-get install docker-compose-plugin), or build "
+    "it from source with scripts/ensure-compose-plugin.sh, or use OSL_BACKEND=local"
+)
+
+
+# ------------------------------------------------------------------------------------ errors
+class DockerMissingError(ToolMissingError):
+    """There is no ``docker`` command on PATH."""
+
+    def __init__(self) -> None:
+        super().__init__("docker", "CLI", _DOCKER_FIX)
+
+
+class ComposePluginMissingError(ToolMissingError):
+    """``docker`` exists but ``docker compose`` does not (the compose CLI plugin is missing)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("docker compose", "v2 (the CLI plugin)", _PLUGIN_FIX, found=detail or None)
+
+
+class DockerEngineDownError(SandboxError):
+    """The docker CLI works but no Docker engine answers it (not started, or no permission)."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        if "permission denied" in detail.lower():
+            fix = "add your user to the `docker` group (then log out and in again), or run with sudo"
+        else:
+            fix = "start Docker (Docker Desktop, or `sudo systemctl start docker`), or use OSL_BACKEND=local"
+        super().__init__(f"the Docker engine does not answer: {detail.strip() or 'no reply'}; {fix}")
+
+
+class ComposeCommandError(SandboxError):
+    """A ``docker compose`` command failed for a reason this module does not recognise."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, output: str) -> None:
+        self.argv, self.returncode, self.output = list(argv), returncode, output
+        tail = "\n".join("    " + line for line in output.strip().splitlines()[-15:]) or "    (no output)"
+        super().__init__(f"`{' '.join(self.argv)}` failed with exit code {returncode}:\n{tail}")
+
+
+# --------------------------------------------------------------------------- engine probing
+def port_offset(ports: Ports) -> int:
+    """How far ``ports`` are shifted from the defaults (``OSL_PORT_OFFSET``)."""
+    return ports.kafka - Ports().kafka
+
+
+def compose_environment(settings: Settings) -> dict[str, str]:
+    """The ``OSL_*`` variables docker-compose.yml reads, from ``settings`` (they override .env)."""
+    p = settings.ports
+    env = {
+        "OSL_KAFKA_PORT": p.kafka,
+        "OSL_MINIO_PORT": p.minio,
+        "OSL_MINIO_CONSOLE_PORT": p.minio_console,
+        "OSL_SPARK_MASTER_PORT": p.spark_master,
+        "OSL_SPARK_MASTER_UI_PORT": p.spark_master_ui,
+        "OSL_SPARK_WORKER_1_UI_PORT": p.worker_ui(1),
+        "OSL_SPARK_WORKER_2_UI_PORT": p.worker_ui(2),
+        "OSL_JUPYTER_PORT": p.jupyter,
+        "OSL_SPARK_DRIVER_UI_PORT": DRIVER_UI_PORT + port_offset(p),
+        "OSL_S3_ACCESS_KEY": settings.s3_access_key,
+        "OSL_S3_SECRET_KEY": settings.s3_secret_key,
+        "OSL_BUCKET": settings.bucket,
+        "OSL_KAFKA_HEAP": settings.kafka_heap,
+        "OSL_KAFKA_PARTITIONS": settings.kafka_partitions,
+        "OSL_SPARK_WORKER_CORES": settings.spark_worker_cores,
+        "OSL_SPARK_WORKER_MEMORY": settings.spark_worker_memory,
+    }
+    if settings.maven_repo:
+        env["OSL_MAVEN_REPO"] = settings.maven_repo
+    return {k: str(v) for k, v in env.items()}
+
+
+# ----------------------------------------------------------------------------------- backend
+class ComposeBackend:
+    """Runs the sandbox with ``docker compose`` (see module docstring)."""
+
+    kind: BackendKind = "compose"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        compose_file: Path | None = None,
+        project_name: str | None = None,
+        progress: Progress = say,
+    ) -> None:
+        if settings.spark_workers != COMPOSE_WORKERS:
+            raise SandboxError(
+                f"docker-compose.yml runs {COMPOSE_WORKERS} Spark workers but settings ask for "
+                f"{settings.spark_workers}; use spark_workers={COMPOSE_WORKERS} with the compose backend, "
+                f"or the local backend (OSL_BACKEND=local) for another cluster size"
+            )
+        if compose_file is None:
+            root = project_root()
+            if root is None:
+                raise SandboxError(
+                    "the compose backend needs the repository checkout (docker-compose.yml and docker/), "
+                    "and this sandbox package is not running from one; run from a clone "
+                    "(`pip install -e .`), pass compose_file=..., or use OSL_BACKEND=local"
+                )
+            compose_file = root / "docker-compose.yml"
+        self.settings = settings
+        self.compose_file = Path(compose_file).resolve()
+        offset = port_offset(settings.ports)
+        self.project_name = project_name or (PROJECT if offset == 0 else f"{PROJECT}-p{offset}")
+        self._progress = progress
+        self._checked = False
+
+    # --------------------------------------------------------------------------- commands
+    def compose_argv(self, *args: str) -> list[str]:
+        """The full ``docker compose ...`` command line for ``args``."""
+        return [
+            "docker", "compose",
+            "--project-name", self.project_name,
+            "--file", str(self.compose_file),
+            "--project-directory", str(self.compose_file.parent),
+            *args,
+        ]  # fmt: skip
+
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ, **compose_environment(self.settings))
+
+    def _compose(self, *args: str, timeout_s: float | None = _QUICK_TIMEOUT_S, check: bool = True) -> str:
+        """Run one compose command; return its output, or raise a SandboxError naming the cause."""
+        self._preflight()
+        argv = self.compose_argv(*args)
+        try:
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, env=self._env(),
+                timeout=timeout_s, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as exc:
+            out = _text(exc.stdout) + _text(exc.stderr)
+            raise ComposeCommandError(argv, -1, out + f"\n(timed out after {timeout_s:.0f}s)") from None
+        out = (proc.stdout or "") + (proc.stderr or "")
+        if check and proc.returncode != 0:
+            raise self._classify(argv, proc.returncode, out)
+        return proc.stdout or ""
+
+    def _compose_streaming(self, *args: str, label: str) -> None:
+        """Run a long compose command (build, up), turning its output into progress lines."""
+        self._preflight()
+        argv = self.compose_argv(*args)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=self._env(), stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(30.0):
+                self._progress(f"[compose]   still working on {label} ({time.monotonic() - started:.0f}s)")
+
+        threading.Thread(target=beat, daemon=True).start()
+        tail: list[str] = []
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                tail = (tail + [line.rstrip()])[-60:]
+                shown = _progress_line(line)
+                if shown:
+                    self._progress(f"[compose]   {shown}")
+            rc = proc.wait()
+        finally:
+            done.set()
+            if proc.poll() is None:
+                proc.kill()
+        if rc != 0:
+            raise self._classify(argv, rc, "\n".join(tail))
+
+    def _preflight(self) -> None:
+        """Raise a specific error when the docker CLI, the compose plugin or the engine is missing."""
+        if self._checked:
+            return
+        if shutil.which("docker") is None:
+            raise DockerMissingError()
+        try:
+            version = subprocess.run(
+                ["docker", "compose", "version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise ComposePluginMissingError("`docker compose version` did not answer within 30s") from None
+        if version.returncode != 0:
+            raise ComposePluginMissingError(_first_line(version.stderr or version.stdout))
+        try:
+            info = subprocess.run(
+                ["docker", "info", "--format", "{{.ServerVersion}}"],
+                capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise DockerEngineDownError("`docker info` did not answer within 15s") from None
+        if info.returncode != 0 or not info.stdout.strip():
+            raise DockerEngineDownError(_first_line(info.stderr) or f"`docker info` exited {info.returncode}")
+        self._checked = True
+
+    def _classify(self, argv: Sequence[str], returncode: int, output: str) -> SandboxError:
+        if "Cannot connect to the Docker daemon" in output or "permission denied while trying to connect" in output:
+            return DockerEngineDownError(_first_line_with(output, ("Cannot connect", "permission denied")))
+        busy = re.search(r"(?:Bind for|listen tcp4?) (?P<host>[\d.]+):(?P<port>\d+)", output)
+        if busy is not None and ("already allocated" in output or "address already in use" in output):
+            port = int(busy["port"])
+            return PortBusyError(self._service_of_port(port), busy["host"], port, None)
+        return ComposeCommandError(argv, returncode, output)
+
+    def _service_of_port(self, port: int) -> str:
+        env = compose_environment(self.settings)
+        owners = {
+            "OSL_KAFKA_PORT": "kafka", "OSL_MINIO_PORT": "minio", "OSL_MINIO_CONSOLE_PORT": "minio",
+            "OSL_SPARK_MASTER_PORT": "spark-master", "OSL_SPARK_MASTER_UI_PORT": "spark-master",
+            "OSL_SPARK_WORKER_1_UI_PORT": "spark-worker-1", "OSL_SPARK_WORKER_2_UI_PORT": "spark-worker-2",
+            "OSL_JUPYTER_PORT": "jupyter", "OSL_SPARK_DRIVER_UI_PORT": "jupyter",
+        }  # fmt: skip
+        for var, service in owners.items():
+            if env[var] == str(port):
+                return service
+        return "a sandbox service"
+
+    # ------------------------------------------------------------------------- protocol
+    def services(self) -> list[str]:
+        return list(COMPOSE_SERVICES)
+
+    def endpoints(self) -> Endpoints:
+        return self.settings.endpoints()
+
+    def up(self) -> None:
+        """Build the images (cached after the first time), start everything, wait for health.
+
+        The first build compiles MinIO, installs Python packages and bakes the job's jars into
+        the image: several minutes. Later calls reuse Docker's build cache.
+        """
+        started = time.monotonic()
+        for status in self._container_states().values():
+            if status["State"] == "paused":
+                self._progress(f"[compose] {status['Service']} is paused; resuming it")
+                self._compose("unpause", status["Service"])
+        self._progress(f"[compose] building images for {self.project_name} (cached after the first build) ...")
+        self._compose_streaming("build", label="the image build")
+        self._progress("[compose] starting services and waiting for their healthchecks ...")
+        # Services start in dependency order (jupyter waits for all the others), so the whole
+        # chain gets twice the budget of one service.
+        try:
+            self._compose_streaming(
+                "up", "--detach", "--wait", "--no-build", "--remove-orphans",
+                "--wait-timeout", str(int(2 * self.settings.start_timeout_s)),
+                label="docker compose up",
+            )  # fmt: skip
+        except ComposeCommandError as exc:
+            raise self._start_failure(exc) from None
+        for name in self.services():
+            self._wait_healthy(name)
+        self._progress(f"[compose] all services healthy ({time.monotonic() - started:.1f}s)")
+
+    def down(self) -> None:
+        self._unpause_all()
+        self._compose("down", "--remove-orphans", timeout_s=300)
+
+    def reset(self) -> None:
+        """``down`` and delete the named volumes (topics, objects, checkpoints, state); images stay."""
+        self._unpause_all()
+        self._compose("down", "--remove-orphans", "--volumes", timeout_s=300)
+
+    def status(self) -> list[ServiceStatus]:
+        states = self._container_states()
+        return [self._status_of(name, states.get(name)) for name in self.services()]
+
+    def logs(self, service: str, lines: int = 50) -> str:
+        self._known(service)
+        out = self._compose("logs", "--no-color", "--no-log-prefix", "--tail", str(lines), service)
+        return "\n".join(out.splitlines()[-lines:])
+
+    def kill(self, service: str) -> None:
+        self._require_running(service, "kill")
+        self._compose("kill", "--signal", "SIGKILL", service)
+
+    def pause(self, service: str) -> None:
+        state = self._require_running(service, "pause")
+        if state is not ServiceState.PAUSED:
+            self._compose("pause", service)
+
+    def resume(self, service: str) -> None:
+        if self._require_running(service, "resume") is ServiceState.PAUSED:
+            self._compose("unpause", service)
+
+    def restart(self, service: str) -> None:
+        self._known(service)
+        state = self._state_of(service)
+        if state is ServiceState.PAUSED:
+            self._compose("unpause", service)
+        if state is not ServiceState.STOPPED:
+            self._progress(f"[compose] stopping {service}")
+            self._compose("stop", service, timeout_s=120)
+        self._progress(f"[compose] starting {service}")
+        try:
+            self._compose(
+                "up", "--detach", "--wait", "--no-build", "--no-deps",
+                "--wait-timeout", str(int(self.settings.start_timeout_s)), service,
+                timeout_s=self.settings.start_timeout_s + 60,
+            )  # fmt: skip
+        except ComposeCommandError as exc:
+            raise self._start_failure(exc, prefer=service) from None
+        self._wait_healthy(service)
+
+    # ------------------------------------------------------------------------- internals
+    def _known(self, service: str) -> None:
+        if service not in COMPOSE_SERVICES:
+            raise UnknownServiceError(service, list(COMPOSE_SERVICES))
+
+    def _container_states(self) -> dict[str, dict]:
+        """``docker compose ps --all`` as {service: container record}."""
+        out = self._compose("ps", "--all", "--format", "json")
+        return {record["Service"]: record for record in _parse_ps(out)}
+
+    def _state_of(self, service: str) -> ServiceState:
+        return self._status_of(service, self._container_states().get(service)).state
+
+    def _require_running(self, service: str, action: str) -> ServiceState:
+        self._known(service)
+        state = self._state_of(service)
+        if state is ServiceState.STOPPED:
+            raise NotRunningError(
+                f"{service} is not running; nothing to {action} (start it with `python -m sandbox up`, "
+                f"or `python -m sandbox restart {service}`)"
+            )
+        return state
+
+    def _status_of(self, service: str, record: dict | None) -> ServiceStatus:
+        endpoint, ui = self._addresses(service)
+        log = self._logs_hint(service)
+        if record is None:
+            return ServiceStatus(name=service, state=ServiceState.STOPPED, endpoint=endpoint, ui=ui, log=log,
+                                 detail="no container (run `python -m sandbox up`)")  # fmt: skip
+        state_text, health_text = record.get("State", ""), record.get("Health", "")
+        if state_text == "paused":
+            state = ServiceState.PAUSED
+        elif state_text == "running":
+            state = ServiceState.UNHEALTHY if health_text in ("unhealthy", "starting") else ServiceState.RUNNING
+        elif state_text == "restarting":
+            state = ServiceState.UNHEALTHY
+        else:  # created, exited, dead, removing
+            state = ServiceState.STOPPED
+        detail = record.get("Status", "") or state_text
+        if state is ServiceState.STOPPED and state_text == "exited":
+            detail = f"exited with code {record.get('ExitCode', '?')}"
+        return ServiceStatus(name=service, state=state, endpoint=endpoint, ui=ui, log=log, detail=detail)
+
+    def _addresses(self, service: str) -> tuple[str, str | None]:
+        e = self.settings.endpoints()
+        if service == "kafka":
+            return e.kafka_bootstrap, None
+        if service == "minio":
+            return e.s3_endpoint, e.s3_console
+        if service == "spark-master":
+            return e.spark_master, e.spark_master_ui
+        if service.startswith("spark-worker-"):
+            n = int(service.rsplit("-", 1)[1])
+            return f"{service} (registers with spark://spark-master:7077)", e.spark_worker_uis[n - 1]
+        return e.jupyter or "", e.jupyter
+
+    def _probe(self, service: str) -> Callable[[], health.Health]:
+        s = self.settings
+        if service == "kafka":
+            return lambda: health.check_kafka(s, timeout_s=3.0)
+        if service == "minio":
+            return lambda: health.check_minio(s, timeout_s=3.0)
+        if service == "spark-master":
+            return lambda: health.check_spark(s, timeout_s=3.0)
+        if service.startswith("spark-worker-"):
+            n = int(service.rsplit("-", 1)[1])
+            return lambda: health.check_spark_worker(s, n, timeout_s=3.0)
+        return lambda: _check_jupyter(s)
+
+    def _wait_healthy(self, service: str) -> None:
+        """The shared real-work check for ``service``, from this machine, until it passes."""
+        probe = self._probe(service)
+        try:
+            result = health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=service)
+        except TimeoutError as exc:
+            raise ServiceStartError(
+                service, f"is up in Docker but fails its check from this machine: {exc}",
+                self._logs_hint(service), self._safe_logs(service),
+            ) from None  # fmt: skip
+        self._progress(f"[compose] {service} healthy: {result.detail}")
+
+    def _start_failure(self, exc: ComposeCommandError, *, prefer: str | None = None) -> SandboxError:
+        """Turn a failed ``up --wait`` into a ServiceStartError for the service that failed."""
+        try:
+            states = self._container_states()
+        except SandboxError:
+            return exc
+        order = ([prefer] if prefer else []) + ["minio-init", *COMPOSE_SERVICES]
+        for name in order:
+            record = states.get(name)
+            if record is None:
+                continue
+            bad_exit = record.get("State") == "exited" and (name != "minio-init" or record.get("ExitCode") != 0)
+            if record.get("Health") == "unhealthy" or bad_exit or record.get("State") in ("dead", "restarting"):
+                reason = (
+                    f"exited with code {record.get('ExitCode')}" if bad_exit
+                    else f"did not become healthy ({record.get('Status', '')})"
+                )  # fmt: skip
+                return ServiceStartError(name, reason, self._logs_hint(name), self._safe_logs(name))
+        return exc
+
+    def _logs_hint(self, service: str) -> str:
+        """The command that shows a service's whole log (works from any directory)."""
+        return f"docker compose -p {self.project_name} logs {service}"
+
+    def _safe_logs(self, service: str) -> str:
+        try:
+            return "\n".join(
+                self._compose(
+                    "logs", "--no-color", "--no-log-prefix", "--tail", "25", service, check=False
+                ).splitlines()[-25:]
+            )
+        except SandboxError:
+            return ""
+
+    def _unpause_all(self) -> None:
+        try:
+            states = self._container_states()
+        except ComposeCommandError:
+            return
+        for record in states.values():
+            if record.get("State") == "paused":
+                self._compose("unpause", record["Service"])
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _parse_ps(out: str) -> list[dict]:
+    """Compose >= 2.21 prints one JSON object per line; older versions print one JSON array."""
+    text = out.strip()
+    if not text:
+        return []
+    if text.startswith("["):
+        return list(json.loads(text))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _check_jupyter(settings: Settings, *, timeout_s: float = 3.0) -> health.Health:
+    url = f"{settings.endpoints().jupyter}/api"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            version = json.loads(resp.read()).get("version")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return health.Health(False, f"{url}: {exc}")
+    return health.Health(True, f"Jupyter server {version} at {settings.endpoints().jupyter}")
+
+
+def _progress_line(line: str) -> str | None:
+    """The lines of compose/BuildKit output worth showing: build steps, container events, errors."""
+    line = line.rstrip()
+    if re.match(r"#\d+ \[[\w-]+ +\d+/\d+\] ", line):  # a build step starts
+        return re.sub(r"^#\d+ ", "", line)[:160]
+    if re.search(r"\b(Container|Network|Volume|Image) \S+ +(Created|Started|Healthy|Built|Waiting|Exited|Error)", line):
+        return line.strip()
+    if re.search(r"\b(ERROR|error|failed)\b", line):
+        return line.strip()[:300]
+    return None
+
+
+def _text(data: str | bytes | None) -> str:
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+def _first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def _first_line_with(text: str, needles: Sequence[str]) -> str:
+    return next((line.strip() for line in text.splitlines() if any(n in line for n in needles)), _first_line(text))

@@ -1,0 +1,679 @@
+"""The Docker Compose side, checked without a Docker engine.
+
+``docker compose config`` validates and resolves the compose file (the CLI plugin is built from
+its Go module by ``scripts/ensure-compose-plugin.sh`` when missing); ``ComposeBackend`` is checked
+against the ``Sandbox`` protocol and, with ``subprocess`` replaced by a recorder, for the exact
+``docker compose`` commands it runs; the in-container healthchecks run against fake HTTP servers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sandbox import compose as compose_mod
+from sandbox import health
+from sandbox.backend import CORE_SERVICES, Sandbox, ServiceState
+from sandbox.compose import (
+    ComposeBackend,
+    ComposeCommandError,
+    ComposePluginMissingError,
+    DockerEngineDownError,
+    DockerMissingError,
+    compose_environment,
+    docker_engine_answers,
+)
+from sandbox.errors import NotRunningError, PortBusyError, SandboxError, ServiceStartError, UnknownServiceError
+from sandbox.settings import Ports, Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+ENSURE_PLUGIN = ROOT / "scripts" / "ensure-compose-plugin.sh"
+HEALTHCHECK = ROOT / "docker" / "healthcheck.py"
+
+
+def make_settings(tmp_path: Path, *, offset: int = 0, **overrides: object) -> Settings:
+    return Settings(
+        state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", backend="compose",
+        ports=Ports().shifted(offset), **overrides,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------- docker compose config
+def _installed_compose() -> list[str] | None:
+    """A working compose CLI without building one: the docker plugin, or the plugin binary alone."""
+    if shutil.which("docker"):
+        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    plugin = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "cli-plugins" / "docker-compose"
+    if plugin.exists() and subprocess.run([str(plugin), "version"], capture_output=True).returncode == 0:
+        return [str(plugin)]
+    return None
+
+
+def _compose_config(
+    cli: list[str], env_overrides: dict[str, str], tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess:
+    # A clean environment and an empty env file: neither the developer's shell nor a local .env
+    # may change what is checked.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSL_")} | env_overrides
+    empty_env_file = tmp_path / "empty.env"
+    empty_env_file.write_text("")
+    return subprocess.run(
+        [*cli, "--file", str(COMPOSE_FILE), "--project-directory", str(ROOT),
+         "--env-file", str(empty_env_file), "config", *args],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+
+
+def _check_resolved_model(cli: list[str], tmp_path: Path) -> None:
+    assert _compose_config(cli, {}, tmp_path, "-q").returncode == 0
+    for offset in (0, 10000):
+        settings = make_settings(tmp_path, offset=offset)
+        proc = _compose_config(cli, compose_environment(settings), tmp_path, "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        model = json.loads(proc.stdout)
+        published = {}
+        for name, service in model["services"].items():
+            for port in service.get("ports", []):
+                assert port["host_ip"] == "127.0.0.1", (name, port)
+                published.setdefault(name, set()).add(int(port["published"]))
+        p = settings.ports
+        assert published == {
+            "kafka": {p.kafka},
+            "minio": {p.minio, p.minio_console},
+            "spark-master": {p.spark_master, p.spark_master_ui},
+            "spark-worker-1": {p.worker_ui(1)},
+            "spark-worker-2": {p.worker_ui(2)},
+            "jupyter": {p.jupyter, 4040 + offset},
+        }
+        kafka_env = model["services"]["kafka"]["environment"]
+        # What a client on this machine is told to connect to must be the published port.
+        assert f"HOST://127.0.0.1:{p.kafka}" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
+        assert "DOCKER://kafka:19092" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
+        assert model["services"]["minio"]["environment"]["MINIO_ROOT_PASSWORD"] == settings.s3_secret_key
+
+
+def test_compose_config_resolves_with_localhost_ports_that_follow_settings(tmp_path):
+    cli = _installed_compose()
+    if cli is None:
+        pytest.skip(
+            "no docker compose plugin installed; scripts/ensure-compose-plugin.sh builds one "
+            "(the slow test test_ensure_compose_plugin_builds_a_plugin_that_validates_the_compose_file runs it)"
+        )
+    _check_resolved_model(cli, tmp_path)
+
+
+@pytest.mark.slow
+def test_ensure_compose_plugin_builds_a_plugin_that_validates_the_compose_file(tmp_path):
+    if _installed_compose() is None and shutil.which("go") is None:
+        pytest.skip("neither a docker compose plugin nor Go (needed to build one) is installed")
+    first = subprocess.run(["bash", str(ENSURE_PLUGIN)], capture_output=True, text=True, timeout=3600)
+    assert first.returncode == 0, first.stderr
+    cli = _installed_compose()
+    assert cli is not None, first.stderr
+    _check_resolved_model(cli, tmp_path)
+    again = subprocess.run(["bash", str(ENSURE_PLUGIN)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "building" not in again.stderr, again.stderr
+
+
+def test_ensure_compose_plugin_script_is_valid_bash():
+    assert subprocess.run(["bash", "-n", str(ENSURE_PLUGIN)], capture_output=True).returncode == 0
+    assert os.access(ENSURE_PLUGIN, os.X_OK)
+
+
+# ------------------------------------------------------------------- Dockerfile -> BuildKit LLB
+#: Converts docker/Dockerfile to BuildKit's LLB for each target with BuildKit's own Dockerfile
+#: frontend (the code `docker build` runs), resolving base images to empty configs instead of
+#: asking a registry. Any parse error, unknown stage, bad RUN --mount option or lint warning fails.
+_LLB_CHECK_GO = r"""
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/moby/buildkit/client/llb/sourceresolver"
+	"github.com/moby/buildkit/frontend/dockerfile/dockerfile2llb"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/buildkit/frontend/dockerui"
+	digest "github.com/opencontainers/go-digest"
+)
+
+type offlineResolver struct{}
+
+func (offlineResolver) ResolveImageConfig(ctx context.Context, ref string, opt sourceresolver.Opt) (string, digest.Digest, []byte, error) {
+	fmt.Printf("base image %s\n", ref)
+	cfg := `{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/local/bin:/usr/bin:/bin"]},"rootfs":{"type":"layers"}}`
+	return ref, digest.FromString(ref), []byte(cfg), nil
+}
+
+func main() {
+	ctx := context.Background()
+	dt, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	failed := false
+	for _, target := range os.Args[2:] {
+		st, img, _, _, err := dockerfile2llb.Dockerfile2LLB(ctx, dt, dockerfile2llb.ConvertOpt{
+			Config:       dockerui.Config{Target: target, BuildArgs: map[string]string{"OSL_UID": "1000"}},
+			MetaResolver: offlineResolver{},
+			Warn: func(rule, description, url, msg string, location []parser.Range) {
+				fmt.Printf("lint warning %s: %s (%v)\n", rule, msg, location)
+				failed = true
+			},
+		})
+		if err == nil {
+			_, err = st.Marshal(ctx)
+		}
+		if err != nil {
+			fmt.Printf("target %s: %v\n", target, err)
+			failed = true
+			continue
+		}
+		fmt.Printf("target %s: user=%s cmd=%v entrypoint=%v env=%v\n", target, img.Config.User, img.Config.Cmd, img.Config.Entrypoint, img.Config.Env)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+"""
+#: BuildKit as vendored by the pinned compose plugin, whose dependencies the Go proxy serves.
+_BUILDKIT = "github.com/moby/buildkit@v0.25.1"
+
+
+@pytest.mark.slow
+def test_dockerfile_converts_to_buildkit_llb_for_both_targets_without_lint_warnings(tmp_path):
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("Go is not installed; it builds the BuildKit Dockerfile frontend for this check")
+    (tmp_path / "main.go").write_text(_LLB_CHECK_GO)
+    for step in (["mod", "init", "llbcheck"], ["get", _BUILDKIT], ["mod", "tidy"], ["build", "-o", "llbcheck", "."]):
+        proc = subprocess.run([go, *step], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, f"go {' '.join(step)}: {proc.stderr[-2000:]}"
+    dockerfile = ROOT / "docker" / "Dockerfile"
+    proc = subprocess.run(
+        [str(tmp_path / "llbcheck"), str(dockerfile), "minio", "spark"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from sandbox import versions
+
+    assert f"base image docker.io/library/{versions.GO_IMAGE}" in proc.stdout
+    assert f"base image docker.io/library/{versions.PYTHON_IMAGE}" in proc.stdout
+    assert "target minio: user=minio cmd=[server /data" in proc.stdout
+    assert "target spark: user=sandbox" in proc.stdout
+    assert "OSL_CACHE_DIR=/opt/osl-cache" in proc.stdout
+
+
+# --------------------------------------------------------------------- compose file content
+def _compose() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+def test_compose_runs_every_backend_service_plus_jupyter():
+    services = _compose()["services"]
+    assert set(compose_mod.COMPOSE_SERVICES) <= set(services)
+    assert compose_mod.COMPOSE_SERVICES == (*CORE_SERVICES, "jupyter")
+
+
+def test_named_volumes_hold_kafka_minio_and_checkpoints_on_every_spark_node():
+    compose = _compose()
+    services = compose["services"]
+    assert "kafka-data:/var/lib/kafka/data" in services["kafka"]["volumes"]
+    assert "minio-data:/data" in services["minio"]["volumes"]
+    for name in ("spark-master", "spark-worker-1", "spark-worker-2", "jupyter"):
+        assert "checkpoints:/checkpoints" in services[name]["volumes"], name
+    assert {"kafka-data", "minio-data", "checkpoints"} <= set(compose["volumes"])
+
+
+def test_memory_limits_fit_a_16_gb_laptop():
+    def mib(text: str) -> float:
+        number, unit = float(str(text)[:-1]), str(text)[-1].lower()
+        return number * {"m": 1, "g": 1024}[unit]
+
+    services = _compose()["services"]
+    limits = {name: mib(service["mem_limit"]) for name, service in services.items()}
+    # ceilings, not reservations: 11 GiB of ceilings still leaves the OS and a browser 5 GB
+    assert sum(limits.values()) <= 11 * 1024, limits
+    assert set(limits) == set(services)
+    # a worker must fit its daemon (~400 MiB), a 1g executor JVM with overhead, and Python workers
+    assert limits["spark-worker-1"] >= 2048 and limits["spark-worker-2"] >= 2048
+
+
+def test_jupyter_mounts_the_notebooks_and_reads_its_token_from_env():
+    jupyter = _compose()["services"]["jupyter"]
+    assert "./notebooks:/workspace/notebooks" in jupyter["volumes"]
+    assert jupyter["environment"]["JUPYTER_TOKEN"].startswith("${OSL_JUPYTER_TOKEN")
+    assert "--port=8888" in jupyter["command"]
+
+
+def test_containers_are_told_the_in_network_addresses():
+    env = _compose()["services"]["jupyter"]["environment"]
+    assert env["OSL_KAFKA_BOOTSTRAP"] == "kafka:19092"
+    assert env["OSL_S3_ENDPOINT"] == "http://minio:9000"
+    assert env["OSL_SPARK_MASTER"] == "spark://spark-master:7077"
+    assert env["OSL_CHECKPOINT_ROOT"] == "/checkpoints"
+    assert env["SPARK_LOCAL_HOSTNAME"] == "jupyter"
+
+
+def test_every_osl_variable_compose_reads_is_documented_in_env_example():
+    import re
+
+    used = dict(re.findall(r"\$\{(OSL_\w+):-([^}]*)\}", COMPOSE_FILE.read_text()))
+    documented = dict(
+        line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines() if re.match(r"OSL_\w+=", line)
+    )
+    assert set(used) == set(documented)
+    for name, default in used.items():
+        assert documented[name] == default, name
+    # ComposeBackend passes everything but the token, the build uid and the mirror from Settings.
+    assert set(used) - set(compose_environment(make_settings(Path("/tmp")))) == {
+        "OSL_JUPYTER_TOKEN", "OSL_UID", "OSL_MAVEN_REPO",
+    }  # fmt: skip
+
+
+def test_files_the_image_copies_exist_and_pass_dockerignore():
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    for path in ("pyproject.toml", "sandbox/", "producers/", "job/", "docker/"):
+        assert f"!{path}" in ignore, path
+        assert f"COPY {path}" in dockerfile or f"COPY {path.rstrip('/')}" in dockerfile or path == "docker/"
+    for script in ("healthcheck.py", "ensure_bucket.py", "check_versions.py"):
+        assert (ROOT / "docker" / script).exists()
+        assert f"/opt/osl/docker/{script}" in (COMPOSE_FILE.read_text() + dockerfile), script
+
+
+# ------------------------------------------------------------------ in-container healthchecks
+class _Server:
+    """A tiny HTTP server answering fixed JSON per path, for docker/healthcheck.py."""
+
+    def __init__(self, routes: dict[str, tuple[int, object]]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                status, body = routes.get(self.path, (404, {}))
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _healthcheck(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(HEALTHCHECK), *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("role", "routes", "healthy"),
+    [
+        ("spark-master", {"/json/": (200, {"status": "ALIVE", "workers": [{"state": "ALIVE"}]})}, True),
+        ("spark-master", {"/json/": (200, {"status": "ALIVE", "workers": [{"state": "DEAD"}]})}, False),
+        ("spark-master", {"/json/": (200, {"status": "STANDBY", "workers": [{"state": "ALIVE"}]})}, False),
+        ("spark-worker", {"/json/": (200, {"masterurl": "spark://spark-master:7077", "cores": 1})}, True),
+        ("spark-worker", {"/json/": (200, {"masterurl": "", "cores": 1})}, False),
+        ("minio", {"/minio/health/ready": (200, {})}, True),
+        ("minio", {"/minio/health/ready": (503, {})}, False),
+        ("jupyter", {"/api": (200, {"version": "2.14.0"})}, True),
+    ],
+)
+def test_container_healthcheck_passes_only_when_the_service_does_its_job(role, routes, healthy):
+    server = _Server(routes)
+    try:
+        proc = _healthcheck(role, "--port", str(server.port))
+    finally:
+        server.close()
+    assert (proc.returncode == 0) is healthy, proc.stdout + proc.stderr
+    assert role in proc.stdout
+
+
+def test_container_healthcheck_fails_when_nothing_listens():
+    server = _Server({})
+    port = server.port
+    server.close()
+    assert _healthcheck("minio", "--port", str(port)).returncode == 1
+
+
+# ------------------------------------------------------------------------- protocol compliance
+def test_compose_backend_satisfies_the_sandbox_protocol(tmp_path):
+    backend = ComposeBackend(make_settings(tmp_path), compose_file=COMPOSE_FILE)
+    assert isinstance(backend, Sandbox)
+    assert backend.kind == "compose"
+    members = {n for n, v in vars(Sandbox).items() if callable(v) and not n.startswith("_")}
+    assert members >= {
+        "up",
+        "down",
+        "reset",
+        "status",
+        "logs",
+        "endpoints",
+        "services",
+        "kill",
+        "pause",
+        "resume",
+        "restart",
+    }
+    for name in members:
+        want = inspect.signature(getattr(Sandbox, name))
+        got = inspect.signature(getattr(ComposeBackend, name))
+        assert list(got.parameters) == list(want.parameters), name
+        for param_name, param in want.parameters.items():
+            mine = got.parameters[param_name]
+            assert mine.kind == param.kind, (name, param_name)
+            assert mine.default == param.default, (name, param_name)
+
+
+def test_compose_backend_refuses_a_cluster_size_the_compose_file_does_not_run(tmp_path):
+    with pytest.raises(SandboxError, match="2 Spark workers"):
+        ComposeBackend(make_settings(tmp_path, spark_workers=3), compose_file=COMPOSE_FILE)
+
+
+# --------------------------------------------------------------------- commands, with a recorder
+class FakeDocker:
+    """Stands in for subprocess.run / Popen: records argv, answers from a script of outputs."""
+
+    def __init__(self, *, ps: list[dict] | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.envs: list[dict[str, str]] = []
+        self.ps = ps or []
+        self.fail: dict[str, tuple[int, str]] = {}  # compose sub-command -> (rc, output)
+
+    def _sub(self, argv: list[str]) -> str:
+        if argv[:2] != ["docker", "compose"]:
+            return argv[1]
+        rest = argv[2:]
+        i = 0
+        while i < len(rest) and rest[i].startswith("--"):
+            i += 2
+        return rest[i] if i < len(rest) else "version"
+
+    def run(self, argv, **kwargs):
+        argv = list(argv)
+        self.calls.append(argv)
+        self.envs.append(kwargs.get("env") or {})
+        sub = self._sub(argv)
+        if argv[:2] == ["docker", "info"]:
+            return subprocess.CompletedProcess(argv, 0, "28.2.2\n", "")
+        if sub in self.fail:
+            rc, out = self.fail[sub]
+            return subprocess.CompletedProcess(argv, rc, "", out)
+        if sub == "ps":
+            return subprocess.CompletedProcess(argv, 0, "\n".join(json.dumps(r) for r in self.ps), "")
+        if sub == "version":
+            return subprocess.CompletedProcess(argv, 0, "Docker Compose version v2.40.3\n", "")
+        if sub == "logs":
+            return subprocess.CompletedProcess(argv, 0, "line 1\nline 2\nline 3\n", "")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    def popen(self, argv, **kwargs):
+        argv = list(argv)
+        self.calls.append(argv)
+        self.envs.append(kwargs.get("env") or {})
+        rc, out = self.fail.get(self._sub(argv), (0, " Container ordered-stream-lab-kafka-1  Healthy\n"))
+        return _FakeProc(rc, out)
+
+    def compose_calls(self) -> list[list[str]]:
+        """Only the part after the global options, for every `docker compose` call but `version`/`ps`."""
+        out = []
+        for argv in self.calls:
+            if argv[:2] != ["docker", "compose"]:
+                continue
+            rest = argv[2:]
+            while rest and rest[0].startswith("--"):
+                rest = rest[2:]
+            if rest and rest[0] not in ("version", "ps"):
+                out.append(rest)
+        return out
+
+
+class _FakeProc:
+    def __init__(self, rc: int, out: str) -> None:
+        self.stdout = iter(out.splitlines(keepends=True))
+        self._rc = rc
+
+    def wait(self) -> int:
+        return self._rc
+
+    def poll(self) -> int:
+        return self._rc
+
+    def kill(self) -> None:
+        pass
+
+
+def _record(kafka="running", health_="healthy", **states: str) -> list[dict]:
+    rows = [{"Service": "kafka", "State": kafka, "Health": health_, "Status": f"Up ({health_})", "ExitCode": 0}]
+    for service, state in states.items():
+        rows.append(
+            {"Service": service.replace("_", "-"), "State": state, "Health": "", "Status": state, "ExitCode": 137}
+        )
+    return rows
+
+
+@pytest.fixture
+def fake_docker(monkeypatch):
+    fake = FakeDocker()
+    monkeypatch.setattr(compose_mod.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(compose_mod.subprocess, "run", fake.run)
+    monkeypatch.setattr(compose_mod.subprocess, "Popen", fake.popen)
+    return fake
+
+
+@pytest.fixture
+def backend(tmp_path, fake_docker):
+    return ComposeBackend(make_settings(tmp_path), compose_file=COMPOSE_FILE, progress=lambda _: None)
+
+
+def test_pause_runs_docker_compose_pause_on_the_project_file(backend, fake_docker):
+    fake_docker.ps = _record()
+    backend.pause("kafka")
+    pause = [argv for argv in fake_docker.calls if "pause" in argv]
+    assert pause == [[
+        "docker", "compose", "--project-name", "ordered-stream-lab", "--file", str(COMPOSE_FILE),
+        "--project-directory", str(ROOT), "pause", "kafka",
+    ]]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        ("kill", ["kill", "--signal", "SIGKILL", "spark-worker-1"]),
+        ("resume", ["unpause", "spark-worker-1"]),
+    ],
+)
+def test_fault_actions_run_the_matching_compose_command(backend, fake_docker, action, expected):
+    fake_docker.ps = _record(spark_worker_1="paused")
+    getattr(backend, action)("spark-worker-1")
+    assert fake_docker.compose_calls() == [expected]
+
+
+def test_resume_of_a_running_service_does_nothing(backend, fake_docker):
+    fake_docker.ps = _record()
+    backend.resume("kafka")
+    assert fake_docker.compose_calls() == []
+
+
+def test_kill_of_a_stopped_service_says_it_is_not_running(backend, fake_docker):
+    fake_docker.ps = _record(spark_master="exited")
+    with pytest.raises(NotRunningError, match="spark-master is not running"):
+        backend.kill("spark-master")
+    with pytest.raises(NotRunningError, match="minio is not running"):
+        backend.pause("minio")  # no container at all
+
+
+def test_unknown_service_lists_the_known_ones(backend):
+    with pytest.raises(UnknownServiceError, match="spark-worker-2, jupyter"):
+        backend.kill("zookeeper")
+
+
+def test_down_keeps_volumes_and_reset_deletes_them(backend, fake_docker):
+    fake_docker.ps = _record(minio="paused")
+    backend.down()
+    backend.reset()
+    assert fake_docker.compose_calls() == [
+        ["unpause", "minio"], ["down", "--remove-orphans"],
+        ["unpause", "minio"], ["down", "--remove-orphans", "--volumes"],
+    ]  # fmt: skip
+
+
+def test_logs_asks_compose_for_the_tail_of_one_service(backend, fake_docker):
+    assert backend.logs("jupyter", lines=2) == "line 2\nline 3"
+    assert fake_docker.compose_calls() == [["logs", "--no-color", "--no-log-prefix", "--tail", "2", "jupyter"]]
+
+
+def test_status_maps_compose_states_in_start_order(backend, fake_docker):
+    fake_docker.ps = [
+        {"Service": "kafka", "State": "running", "Health": "healthy", "Status": "Up 1 minute (healthy)"},
+        {"Service": "minio", "State": "running", "Health": "unhealthy", "Status": "Up (unhealthy)"},
+        {"Service": "spark-master", "State": "paused", "Health": "healthy", "Status": "Up (Paused)"},
+        {"Service": "spark-worker-1", "State": "exited", "Health": "", "Status": "Exited (137)", "ExitCode": 137},
+        {"Service": "minio-init", "State": "exited", "Health": "", "Status": "Exited (0)", "ExitCode": 0},
+        {"Service": "jupyter", "State": "running", "Health": "starting", "Status": "Up (health: starting)"},
+    ]
+    statuses = backend.status()
+    assert [s.name for s in statuses] == list(compose_mod.COMPOSE_SERVICES)
+    by_name = {s.name: s for s in statuses}
+    assert by_name["kafka"].state is ServiceState.RUNNING
+    assert by_name["minio"].state is ServiceState.UNHEALTHY
+    assert by_name["spark-master"].state is ServiceState.PAUSED
+    assert by_name["spark-worker-1"].state is ServiceState.STOPPED
+    assert by_name["spark-worker-1"].detail == "exited with code 137"
+    assert by_name["spark-worker-2"].state is ServiceState.STOPPED
+    assert by_name["jupyter"].state is ServiceState.UNHEALTHY
+    assert by_name["kafka"].endpoint == "127.0.0.1:9092"
+    assert by_name["spark-worker-2"].ui == "http://127.0.0.1:8082"
+    assert by_name["minio"].log == "docker compose -p ordered-stream-lab logs minio"
+
+
+def test_status_reads_the_older_json_array_format_too():
+    assert compose_mod._parse_ps('[{"Service": "kafka", "State": "running"}]') == [
+        {"Service": "kafka", "State": "running"}
+    ]
+    assert compose_mod._parse_ps("") == []
+
+
+def test_port_offset_moves_ports_and_project_name(tmp_path, fake_docker):
+    backend = ComposeBackend(make_settings(tmp_path, offset=10000), compose_file=COMPOSE_FILE, progress=lambda _: None)
+    assert backend.project_name == "ordered-stream-lab-p10000"
+    fake_docker.ps = _record()
+    backend.pause("kafka")
+    env = fake_docker.envs[-1]
+    assert env["OSL_KAFKA_PORT"] == "19092"
+    assert env["OSL_SPARK_WORKER_2_UI_PORT"] == "18082"
+    assert env["OSL_SPARK_DRIVER_UI_PORT"] == "14040"
+    assert env["OSL_S3_SECRET_KEY"] == "sandbox-secret"
+
+
+def test_up_builds_then_waits_then_checks_health_from_this_machine(backend, fake_docker, monkeypatch):
+    checked = []
+    ok = lambda name: lambda *a, **k: checked.append(name) or health.Health(True, name)  # noqa: E731
+    monkeypatch.setattr(health, "check_kafka", ok("kafka"))
+    monkeypatch.setattr(health, "check_minio", ok("minio"))
+    monkeypatch.setattr(health, "check_spark", ok("spark-master"))
+    monkeypatch.setattr(
+        health, "check_spark_worker", lambda s, n, **k: checked.append(f"w{n}") or health.Health(True, "")
+    )
+    monkeypatch.setattr(compose_mod, "_check_jupyter", ok("jupyter"))
+    backend.up()
+    calls = fake_docker.compose_calls()
+    assert calls[0] == ["build"]
+    assert calls[1][:4] == ["up", "--detach", "--wait", "--no-build"]
+    assert checked == ["kafka", "minio", "spark-master", "w1", "w2", "jupyter"]
+
+
+def test_up_names_the_service_that_failed_its_healthcheck(backend, fake_docker):
+    fake_docker.fail["up"] = (1, "container ordered-stream-lab-minio-1 is unhealthy")
+    fake_docker.ps = [{"Service": "minio", "State": "running", "Health": "unhealthy", "Status": "Up (unhealthy)"}]
+    with pytest.raises(ServiceStartError, match="minio did not become healthy") as info:
+        backend.up()
+    assert "line 3" in info.value.log_tail
+
+
+def test_port_already_taken_becomes_port_busy_error(backend, fake_docker):
+    fake_docker.fail["up"] = (
+        1,
+        "Error response from daemon: driver failed programming external connectivity on endpoint "
+        "ordered-stream-lab-kafka-1: Bind for 127.0.0.1:9092 failed: port is already allocated",
+    )
+    with pytest.raises(PortBusyError, match=r"kafka: port 127\.0\.0\.1:9092 is already in use"):
+        backend.up()
+
+
+def test_other_compose_failures_carry_the_command_and_output(backend, fake_docker):
+    fake_docker.fail["logs"] = (1, "no such service: jupyter")
+    with pytest.raises(ComposeCommandError, match="no such service"):
+        backend.logs("jupyter")
+
+
+# --------------------------------------------------------------------------- missing pieces
+def test_missing_docker_cli_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(compose_mod.shutil, "which", lambda name: None)
+    backend = ComposeBackend(make_settings(tmp_path), compose_file=COMPOSE_FILE)
+    with pytest.raises(DockerMissingError, match="docker CLI is required"):
+        backend.status()
+    assert docker_engine_answers() is False
+
+
+def test_missing_compose_plugin_points_at_the_build_script(backend, fake_docker):
+    fake_docker.fail["version"] = (1, "docker: 'compose' is not a docker command.")
+    with pytest.raises(ComposePluginMissingError, match="ensure-compose-plugin.sh"):
+        backend.status()
+
+
+def test_engine_that_does_not_answer_is_a_clear_error(backend, fake_docker, monkeypatch):
+    real_run = fake_docker.run
+
+    def run(argv, **kwargs):
+        if list(argv)[:2] == ["docker", "info"]:
+            return subprocess.CompletedProcess(
+                argv, 1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
+            )
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(compose_mod.subprocess, "run", run)
+    with pytest.raises(DockerEngineDownError, match="start Docker"):
+        backend.status()
+    assert docker_engine_answers() is False
+
+
+def test_engine_probe_gives_up_quickly(monkeypatch):
+    def slow(argv, **kwargs):
+        assert kwargs["timeout"] <= 5
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    monkeypatch.setattr(compose_mod.shutil, "which", lambda name: "/usr/bin/docker")
+    monkeypatch.setattr(compose_mod.subprocess, "run", slow)
+    assert docker_engine_answers() is False
+
+
+def test_settings_with_offset_and_compose_environment_agree_with_endpoints(tmp_path):
+    settings = make_settings(tmp_path, offset=7)
+    env = compose_environment(settings)
+    e = settings.endpoints()
+    assert e.kafka_bootstrap.endswith(":" + env["OSL_KAFKA_PORT"])
+    assert e.s3_endpoint.endswith(":" + env["OSL_MINIO_PORT"])
+    assert e.spark_master_ui.endswith(":" + env["OSL_SPARK_MASTER_UI_PORT"])
+    assert e.jupyter and e.jupyter.endswith(":" + env["OSL_JUPYTER_PORT"])
