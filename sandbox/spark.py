@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from sandbox import artifacts
 from sandbox.artifacts import Progress, say
@@ -17,17 +18,18 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     return {
         "spark.master": e.spark_master,
         "spark.jars": ",".join(str(j) for j in jars),
-        "spark.driver.host": settings.host,
-        "spark.driver.bindAddress": settings.host,
+        # executors connect back to the driver: on this machine at host, in compose by name
+        "spark.driver.host": settings.driver_host or settings.host,
+        "spark.driver.bindAddress": "0.0.0.0" if settings.driver_host else settings.host,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)}",
         "spark.ui.port": str(4040 + settings.ports.kafka - 9092),
         "spark.executor.memory": "1g",
-        "spark.executor.cores": str(settings.spark_worker_cores),
-        "spark.cores.max": str(settings.spark_worker_cores * settings.spark_workers),
+        "spark.executor.cores": "1",
+        "spark.cores.max": str(settings.spark_app_cores),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.showConsoleProgress": "false",
-        "spark.log.level": "WARN",
         "spark.sql.session.timeZone": "UTC",
         "spark.hadoop.fs.s3a.endpoint": e.s3_endpoint,
         "spark.hadoop.fs.s3a.path.style.access": "true",
@@ -40,6 +42,31 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         "spark.hadoop.fs.s3a.connection.establish.timeout": "15s",
         "spark.hadoop.fs.s3a.connection.timeout": "30s",
     }
+
+
+def driver_log(settings: Settings) -> Path:
+    """Where drivers started through :func:`spark_session` write their log."""
+    return settings.state_dir / "logs" / "spark-driver.log"
+
+
+def _driver_log_config(settings: Settings) -> Path:
+    # The driver logs to a file, not to the console: notebooks and CLIs stay readable, and
+    # the log keeps everything (WARN and up) for when something does go wrong.
+    config = settings.state_dir / "config" / "driver-log4j2.properties"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    driver_log(settings).parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "status = error\n"
+        "appender.file.type = File\n"
+        "appender.file.name = FILE\n"
+        f"appender.file.fileName = {driver_log(settings)}\n"
+        "appender.file.append = true\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+        "rootLogger.level = WARN\n"
+        "rootLogger.appenderRef.file.ref = FILE\n"
+    )
+    return config
 
 
 def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | None = None, progress: Progress = say):

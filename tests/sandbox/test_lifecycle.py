@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_up_is_idempotent_down_leaves_nothing_and_a_second_sandbox_is_refused(tmp_path, sandbox_settings):
-    settings = replace(sandbox_settings, state_dir=tmp_path / "one", ports=Ports().shifted(20000), spark_workers=1)
+    settings = replace(sandbox_settings, state_dir=tmp_path / "one", ports=Ports().shifted(25000), spark_workers=1)
     first = LocalBackend(settings, progress=lambda _m: None)
     try:
         first.up()

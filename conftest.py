@@ -1,0 +1,49 @@
+"""Root of the test run: pick the test sandbox and mark notebook cells.
+
+The test sandbox lives in ``.sandbox-test`` with every port moved by ``OSL_PORT_OFFSET``
+(default 10000), so a demo sandbox on the default ports can stay up while tests run. The
+variables are exported here, before anything is collected, so notebook kernels started by
+nbval find the same sandbox as the fixtures in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-test"))
+os.environ.setdefault("OSL_PORT_OFFSET", "10000")
+os.environ.setdefault("OSL_BACKEND", "local")
+os.environ.setdefault("IPYTHONDIR", str(ROOT / "tests" / "ipython"))
+
+
+def _test_sandbox():
+    from sandbox import Settings, open_sandbox
+
+    return open_sandbox(Settings.from_env(), progress=lambda _m: None)
+
+
+def _any_service_up() -> bool:
+    return any(s.state != "stopped" for s in _test_sandbox().status())
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.notebook)
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionstart(session):
+    session.config._sandbox_was_up = _any_service_up()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Leave the test sandbox as this run found it: notebook cells may have started it without
+    # a fixture, so decide from its state, not from who started it.
+    if not getattr(session.config, "_sandbox_was_up", True) and _any_service_up():
+        _test_sandbox().down()
