@@ -71,8 +71,14 @@ def _driver_log_config(settings: Settings) -> Path:
 
 def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | None = None, progress: Progress = say):
     """A SparkSession on the sandbox cluster (``getOrCreate``: an existing session is reused)."""
+    import os
+
     from pyspark.sql import SparkSession
 
+    # PySpark takes the interpreter for Python workers (driver-side ones included, such as the
+    # transformWithStateInPandas pre-init worker) from this variable, not from the conf; it
+    # must be the one that has the project installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     for key, value in {**spark_conf(settings, progress=progress), **(extra or {})}.items():
         builder = builder.config(key, value)

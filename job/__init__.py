@@ -1,0 +1,13 @@
+"""The ordered, stateful session job: Kafka -> per-session state machine -> Parquet on S3.
+
+- :mod:`job.session` — the pure state machine and integrity policies (no Spark).
+- :mod:`job.pipeline` — the Spark Structured Streaming job around it.
+- :mod:`job.verify` / :mod:`job.verify_spark` — the verifier (ledger vs lake).
+- :mod:`job.baseline` — a single-process consumer running the same state machine.
+- ``python -m job run|verify`` — the command line.
+"""
+
+from job.config import ConfigError, JobConfig, Policy
+from job.errors import IntegrityError, JobError
+
+__all__ = ["ConfigError", "IntegrityError", "JobConfig", "JobError", "Policy"]

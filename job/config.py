@@ -1,0 +1,97 @@
+"""The streaming job's typed configuration, checked before any Spark starts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, get_args
+
+from job.errors import JobError
+
+Policy = Literal["strict", "resync", "window", "none"]
+StartingOffsets = Literal["earliest", "latest"]
+
+_TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
+
+
+class ConfigError(JobError):
+    """A job setting that cannot work; raised before any Spark starts."""
+
+    def __init__(self, field_name: str, value: object, fix: str) -> None:
+        self.field, self.value, self.fix = field_name, value, fix
+        super().__init__(f"job config {field_name}={value!r}: {fix}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobConfig:
+    """What the job reads, how strictly, and where it writes.
+
+    ``output`` is the lake root: the job writes ``<output>/sessions-out`` (one Parquet file
+    sink holding the ``rows``, ``sessions`` and ``quarantine`` outputs as partitions of the
+    ``output`` column) and ``<output>/raw`` (the input archive). ``checkpoint`` is a local
+    (or shared-volume) directory, never object storage: S3 has no atomic rename, which the
+    checkpoint's metadata log relies on.
+    """
+
+    output: str
+    checkpoint: Path
+    topic_prefix: str = "collection-"
+    policy: Policy = "resync"
+    window: int = 8
+    starting_offsets: StartingOffsets = "earliest"
+    max_offsets_per_trigger: int | None = 20_000
+    fail_on_data_loss: bool = True
+    trigger: str = "5 seconds"
+    idle_timeout_s: int = 600
+    raw_archive: bool = True
+    topic_discovery_ms: int = 5_000
+    name: str = "ordered-sessions"
+    extra_kafka_options: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the field, the bad value and the fix."""
+        if self.policy not in get_args(Policy):
+            raise ConfigError("policy", self.policy, f"choose one of {', '.join(get_args(Policy))}")
+        if self.starting_offsets not in get_args(StartingOffsets):
+            raise ConfigError("starting_offsets", self.starting_offsets, "use 'earliest' or 'latest'")
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", self.topic_prefix):
+            raise ConfigError("topic_prefix", self.topic_prefix, "use letters, digits, '.', '_' or '-' (a Kafka topic prefix)")
+        if not (1 <= self.window <= 10_000):
+            raise ConfigError("window", self.window, "use a reorder window between 1 and 10000 messages")
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise ConfigError("max_offsets_per_trigger", self.max_offsets_per_trigger, "use a positive number, or None for no limit")
+        if not _TRIGGER.match(self.trigger) and self.trigger != "available-now":
+            raise ConfigError("trigger", self.trigger, "use an interval such as '5 seconds', '500 ms', '1 minute', or 'available-now'")
+        if self.idle_timeout_s < 1:
+            raise ConfigError("idle_timeout_s", self.idle_timeout_s, "use a positive number of seconds")
+        if not self.output.startswith(("s3a://", "file:/", "/")):
+            raise ConfigError("output", self.output, "use an s3a://bucket/prefix URL (or an absolute local path for experiments)")
+        if str(self.checkpoint).startswith(("s3a://", "s3://")):
+            raise ConfigError(
+                "checkpoint", str(self.checkpoint),
+                "keep checkpoints on a local or shared volume: object stores lack the atomic rename the checkpoint log needs",
+            )  # fmt: skip
+        if not Path(self.checkpoint).is_absolute():
+            raise ConfigError("checkpoint", str(self.checkpoint), "use an absolute path")
+
+    @property
+    def topic_pattern(self) -> str:
+        return "^" + re.escape(self.topic_prefix) + ".*"
+
+    @property
+    def sessions_path(self) -> str:
+        return self.output.rstrip("/") + "/sessions-out"
+
+    @property
+    def raw_path(self) -> str:
+        return self.output.rstrip("/") + "/raw"
+
+    def trigger_kwargs(self) -> dict[str, object]:
+        """Keyword arguments for ``DataStreamWriter.trigger``."""
+        if self.trigger == "available-now":
+            return {"availableNow": True}
+        return {"processingTime": self.trigger.strip()}

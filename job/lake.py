@@ -1,0 +1,70 @@
+"""The lake's layout and schemas: one union schema for the stateful operator's output, split
+into the ``rows``, ``sessions`` and ``quarantine`` outputs by the ``output`` partition column.
+
+One file sink (not three) keeps the three outputs of a micro-batch in one atomic commit of
+the sink's ``_spark_metadata`` log; read them through Spark (or :func:`read_output`) so that
+files of uncommitted batches are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Output = Literal["rows", "sessions", "quarantine"]
+
+#: (column, Spark SQL type) of the operator's output, in order.
+UNION_COLUMNS: list[tuple[str, str]] = [
+    ("output", "string"),
+    ("session", "string"),
+    ("site", "string"),
+    ("epoch", "bigint"),
+    ("seq", "bigint"),
+    ("op", "string"),
+    ("row_id", "string"),
+    ("data", "string"),
+    ("event_ts_ms", "bigint"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("reason", "string"),
+    ("detail", "string"),
+    ("key", "string"),
+    ("value", "binary"),
+    ("status", "string"),
+    ("last_seq", "bigint"),
+    ("rows", "bigint"),
+    ("applied", "bigint"),
+    ("gaps", "bigint"),
+    ("duplicates", "bigint"),
+    ("quarantined", "bigint"),
+    ("divergences", "bigint"),
+    ("epoch_changes", "bigint"),
+    ("processed_ms", "bigint"),
+]
+
+#: The columns that belong to each output.
+COLUMNS: dict[str, list[str]] = {
+    "rows": ["session", "site", "epoch", "seq", "op", "row_id", "data", "event_ts_ms", "topic", "partition", "offset"],
+    "quarantine": ["topic", "partition", "offset", "key", "value", "reason", "detail", "session", "seq", "processed_ms"],
+    "sessions": [
+        "session", "site", "epoch", "status", "last_seq", "rows", "applied", "gaps", "duplicates",
+        "quarantined", "divergences", "epoch_changes", "topic", "partition", "offset", "event_ts_ms", "processed_ms",
+    ],
+}  # fmt: skip
+
+
+def union_ddl() -> str:
+    return ", ".join(f"`{name}` {kind}" for name, kind in UNION_COLUMNS)
+
+
+def read_output(spark, sessions_path: str, output: Output):
+    """One output as a Spark DataFrame, read through the file sink's metadata log."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(sessions_path)
+    return df.where(F.col("output") == output).select(*COLUMNS[output])
+
+
+def read_raw(spark, raw_path: str):
+    """The raw archive: every input record with topic, partition, offset, key, value, timestamp."""
+    return spark.read.parquet(raw_path)

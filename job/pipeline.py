@@ -1,0 +1,255 @@
+"""The streaming job: Kafka -> ordered, per-session state machine -> Parquet on object storage.
+
+    source   readStream.format("kafka") with subscribePattern ^<prefix>.* (new sites are found
+             every ``topic_discovery_ms`` without a restart)
+    group    by session id (the Kafka key; keyless records go to a per-topic pseudo-session
+             that quarantines them)
+    operator transformWithStateInPandas, RocksDB state store, processing-time timers that
+             expire idle sessions. Spark does not order rows within a group, so each batch's
+             rows are sorted by (partition, offset) before the pure state machine sees them.
+    sink     one Parquet file sink partitioned by (output, topic); a second query archives the
+             raw input. Checkpoints live on local disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from job import lake
+from job.config import JobConfig
+
+_SESSION_KEY = "session_key"
+
+
+def _union_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=[name for name, _ in lake.UNION_COLUMNS])
+    for name, kind in lake.UNION_COLUMNS:
+        if kind in ("bigint", "int"):
+            frame[name] = frame[name].astype("Int64" if kind == "bigint" else "Int32")
+        else:
+            # a column no row filled comes out as float NaN; Arrow must see None in an object column
+            column = frame[name].astype(object)
+            frame[name] = column.where(column.notna(), None)
+    return frame
+
+
+def step_to_rows(step: Any, processed_ms: int) -> list[dict[str, Any]]:
+    """Flatten one ``job.session.Step`` into rows of the union schema."""
+    out: list[dict[str, Any]] = []
+    for change in step.changes:
+        out.append({"output": "rows", **dataclasses.asdict(change)})
+    for q in step.quarantine:
+        record = dataclasses.asdict(q)
+        key = record.get("key")
+        if isinstance(key, bytes):
+            record["key"] = key.decode("utf-8", "replace")
+        out.append({"output": "quarantine", **record, "processed_ms": processed_ms})
+    out.append(status_row(step.status, processed_ms))
+    return out
+
+
+def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
+    record = dataclasses.asdict(status)
+    renamed = {
+        "last_topic": "topic", "last_partition": "partition", "last_offset": "offset",
+        "last_event_ts_ms": "event_ts_ms", "last_ts_ms": "event_ts_ms",
+    }  # fmt: skip
+    record = {renamed.get(k, k): v for k, v in record.items()}
+    return {"output": "sessions", **record, "processed_ms": processed_ms}
+
+
+def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from job import session as sm
+
+    state_schema = StructType([StructField("json", StringType(), True)])
+
+    class SessionProcessor(StatefulProcessor):
+        """Feeds one session's records, in offset order, to the pure state machine."""
+
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.state = handle.getValueState("session", state_schema)
+
+        def _load(self):
+            if self.state.exists():
+                return sm.SessionState.from_json(self.state.get()[0])
+            return None
+
+        def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+            batch = pd.concat(list(rows), ignore_index=True).sort_values(["partition", "offset"], kind="stable")
+            records = [
+                sm.Record(
+                    topic=r.topic, partition=int(r.partition), offset=int(r.offset),
+                    key=None if r.key_missing else r.session_key, value=r.value,
+                    kafka_ts_ms=int(r.kafka_ts_ms),
+                )
+                for r in batch.itertuples(index=False)
+            ]  # fmt: skip
+            step = sm.step(self._load(), records, policy=policy, window=window)
+            self.state.update((step.state.to_json(),))
+            now = timerValues.getCurrentProcessingTimeInMs()
+            if idle_timeout_ms is not None:
+                for timer in list(self.handle.listTimers()):
+                    self.handle.deleteTimer(timer)
+                self.handle.registerTimer(now + idle_timeout_ms)
+            yield _union_frame(step_to_rows(step, now))
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+            state = self._load()
+            self.state.clear()
+            if state is not None:
+                # records still held for reordering are quarantined, never dropped silently
+                flushed = sm.flush(state)
+                now = timerValues.getCurrentProcessingTimeInMs()
+                rows = step_to_rows(flushed, now)[:-1] + [status_row(sm.expire(flushed.state), now)]
+                yield _union_frame(rows)
+
+        def close(self) -> None:
+            pass
+
+    return SessionProcessor()
+
+
+def kafka_stream(spark, cfg: JobConfig, bootstrap: str):
+    """The Kafka source as configured (one per query: each query tracks its own offsets)."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribePattern", cfg.topic_pattern)
+        .option("startingOffsets", cfg.starting_offsets)
+        .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())
+        # the consumer refreshes topic metadata this often: how fast a new site is picked up
+        .option("kafka.metadata.max.age.ms", str(cfg.topic_discovery_ms))
+    )
+    if cfg.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    for key, value in cfg.extra_kafka_options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
+    """The stateful part: Kafka records in, union-schema rows out (not started)."""
+    from pyspark.sql import functions as F
+
+    source = kafka_stream(spark, cfg, bootstrap).select(
+        F.coalesce(F.col("key").cast("string"), F.concat(F.lit("__no-key__/"), F.col("topic"))).alias(_SESSION_KEY),
+        F.col("key").isNull().alias("key_missing"),
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        (F.col("timestamp").cast("double") * 1000).cast("long").alias("kafka_ts_ms"),
+    )
+    # Spark 4.0 runs a no-data batch after every batch while processing-time timers are on,
+    # so an available-now run would never finish: it runs without timers (no idle expiry).
+    timers = cfg.trigger != "available-now"
+    return source.groupBy(_SESSION_KEY).transformWithStateInPandas(
+        statefulProcessor=_make_processor(cfg.policy, cfg.window, cfg.idle_timeout_s * 1000 if timers else None),
+        outputStructType=lake.union_ddl(),
+        outputMode="Append",
+        timeMode="ProcessingTime" if timers else "None",
+    )
+
+
+def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
+    """Start the sessions query (and the raw archive) and return the StreamingQuery handles."""
+    spark.conf.set(
+        "spark.sql.streaming.stateStore.providerClass",
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    )
+    cfg.checkpoint.mkdir(parents=True, exist_ok=True)
+    queries = []
+    sessions = (
+        sessions_stream(spark, cfg, bootstrap)
+        .writeStream.format("parquet")
+        .option("path", cfg.sessions_path)
+        .option("checkpointLocation", str(cfg.checkpoint / "sessions"))
+        .option("compression", "zstd")
+        .partitionBy("output", "topic")
+        .outputMode("append")
+        .queryName(f"{cfg.name}-sessions")
+        .trigger(**cfg.trigger_kwargs())
+    )
+    queries.append(sessions.start())
+    if cfg.raw_archive:
+        raw = (
+            kafka_stream(spark, cfg, bootstrap)
+            .selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "value", "timestamp")
+            .writeStream.format("parquet")
+            .option("path", cfg.raw_path)
+            .option("checkpointLocation", str(cfg.checkpoint / "raw"))
+            .option("compression", "zstd")
+            .partitionBy("topic")
+            .queryName(f"{cfg.name}-raw")
+            .trigger(**cfg.trigger_kwargs())
+        )
+        queries.append(raw.start())
+    return queries
+
+
+def end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -> dict[str, dict[str, int]]:
+    """High watermarks of every topic with the prefix, as {topic: {partition: offset}}."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "osl-job-drain", "enable.auto.commit": False})
+    try:
+        meta = consumer.list_topics(timeout=timeout_s)
+        out: dict[str, dict[str, int]] = {}
+        for topic, tmeta in meta.topics.items():
+            if not topic.startswith(topic_prefix):
+                continue
+            for p in tmeta.partitions:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+                out.setdefault(topic, {})[str(p)] = high
+        return out
+    finally:
+        consumer.close()
+
+
+def caught_up(query, targets: dict[str, dict[str, int]]) -> bool:
+    """True when the query's last committed batch reached every target offset."""
+    progress = query.lastProgress
+    if not progress:
+        return False
+    reached: dict[str, dict[str, int]] = {}
+    for source in progress.get("sources", []):
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            import json
+
+            end = json.loads(end)
+        for topic, parts in (end or {}).items():
+            for p, off in parts.items():
+                reached.setdefault(topic, {})[str(p)] = int(off)
+    return all(
+        reached.get(topic, {}).get(p, 0) >= off for topic, parts in targets.items() for p, off in parts.items() if off > 0
+    )
+
+
+def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float = 300.0, progress=print) -> None:
+    """Wait until every query has processed everything in Kafka now, then stop them."""
+    targets = end_offsets(bootstrap, topic_prefix)
+    total = sum(sum(p.values()) for p in targets.values())
+    progress(f"[job] draining {total} records from {len(targets)} topic(s)")
+    deadline = time.monotonic() + timeout_s
+    for query in queries:
+        while not caught_up(query, targets):
+            if query.exception() is not None:
+                raise query.exception()
+            if not query.isActive:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"query {query.name} did not reach {targets} within {timeout_s:.0f}s")
+            query.awaitTermination(1.0)
+        # the batch that reached the targets is committed once lastProgress reports it
+    for query in queries:
+        query.stop()

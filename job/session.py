@@ -1,0 +1,715 @@
+"""The session state machine: one session's records, in offset order, rebuilt into its table.
+
+Pure Python (no Spark): the Spark operator, the plain-consumer baseline and the tests all
+call :func:`step` with the records of one session, one micro-batch at a time, and carry
+the returned :class:`SessionState` to the next call.
+
+How a session is tracked
+    A session's messages are ordered by ``(epoch, seq)`` (see ``producers/__init__.py``).
+    The state remembers the current ``epoch`` and ``next_seq``, the sequence number it
+    expects next, and a ``status``:
+
+    ``new``     no snapshot applied yet in the current epoch (nothing to apply updates to)
+    ``open``    the table is in step with every message up to ``next_seq - 1``
+    ``broken``  a message went missing; the table is stale until the next snapshot
+    ``ended``   ``end`` was applied; nothing more may follow
+
+What it detects, for each record
+    ``missing-key`` / ``key-mismatch`` (the key must equal the message's ``session``), a
+    contract reason (the bytes do not decode, see :func:`producers.contract.decode`),
+    ``stale-epoch`` (an epoch older than the current one), an epoch change (a newer epoch
+    restarts the sequence at 0 and must open with a snapshot), ``duplicate`` (seq below
+    ``next_seq``, or already held), ``gap`` (seq above ``next_seq``), ``orphan`` (an update
+    while ``new``), ``broken-session`` (an update while ``broken``, or anything after
+    ``end``), and at each in-sequence snapshot of an ``open`` session a *divergence*: the
+    snapshot disagrees with the table rebuilt from updates.
+
+What it does about them: the integrity policy
+    ``strict``  raise :class:`~job.errors.IntegrityError` at the first fault, naming topic,
+                partition, offset and session. Nothing past the fault is returned.
+    ``resync``  quarantine the record and go on. A gap marks the session ``broken``; its
+                updates are quarantined until the next snapshot, which is applied and
+                reopens it. A snapshot that arrives late (overtaken by seqs already
+                refused) is applied too, being fresher than the stale table, but the
+                session stays broken. A divergent snapshot is counted and replaces the
+                table. Loss is bounded by the snapshot interval.
+    ``window``  as ``resync``, but first try to repair disorder: a record up to ``window``
+                seqs ahead of ``next_seq`` is held (in the state) until the missing seqs
+                arrive, then applied in order. When a record lands further ahead, an
+                ``end`` or a newer epoch arrives while records are held, the gap is given
+                up on: held records go through the ``resync`` rules, and the ones refused
+                are quarantined as ``window-overflow``.
+    ``none``    apply every message that decodes, in arrival order (duplicates, stale and
+                orphan updates included); only records that do not decode or do not belong
+                to the session are quarantined. Counters and the status still record what
+                was seen (``broken`` from a gap, duplicate or late record to the next
+                snapshot), but nothing is held back.
+
+Outputs
+    Each applied message becomes :class:`RowChange` values (a snapshot one per row), each
+    refused record a :class:`QuarantineRecord` carrying its raw bytes, and every call ends
+    with a :class:`SessionStatus`. :func:`rebuild` turns changes back into tables.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, get_args
+
+from producers.contract import Kind, Message, Row, decode
+from producers.errors import CONTRACT_REASONS, ContractError
+
+from job.errors import IntegrityError, StateError, UsageError
+
+__all__ = [
+    "DEFAULT_WINDOW",
+    "POLICIES",
+    "REASONS",
+    "Op",
+    "Policy",
+    "QuarantineRecord",
+    "Reason",
+    "Record",
+    "RowChange",
+    "SessionState",
+    "SessionStatus",
+    "Status",
+    "Step",
+    "expire",
+    "flush",
+    "rebuild",
+    "step",
+]
+
+Policy = Literal["strict", "resync", "window", "none"]
+POLICIES: tuple[Policy, ...] = get_args(Policy)
+
+Status = Literal["new", "open", "broken", "ended"]
+Op = Literal["snapshot", "upsert", "delete"]
+
+#: Why a record was quarantined: the contract's reasons, then the session's own.
+Reason = Literal[
+    "empty",
+    "too-large",
+    "not-utf8",
+    "invalid-json",
+    "not-an-object",
+    "unsupported-version",
+    "missing-field",
+    "unknown-kind",
+    "unknown-field",
+    "wrong-type",
+    "gap",
+    "duplicate",
+    "stale-epoch",
+    "orphan",
+    "broken-session",
+    "key-mismatch",
+    "missing-key",
+    "window-overflow",
+]
+REASONS: tuple[Reason, ...] = get_args(Reason)
+assert set(CONTRACT_REASONS) <= set(REASONS)
+
+#: How many seqs ahead of the expected one policy ``window`` holds records by default.
+DEFAULT_WINDOW = 8
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One Kafka record, as the source hands it over (``key`` decoded as UTF-8)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes | None
+    kafka_ts_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowChange:
+    """One row written by an applied message.
+
+    ``op`` is ``snapshot`` (one change per row of the snapshot; an empty snapshot writes a
+    single change with ``row_id=""`` and ``data=None`` so that the emptying is not lost),
+    ``upsert`` (``data`` is the whole row) or ``delete`` (``data`` is None). ``data`` is
+    the row as a JSON object string. Topic, partition and offset say which record did it.
+    """
+
+    session: str
+    site: str
+    epoch: int
+    seq: int
+    op: Op
+    row_id: str
+    data: str | None
+    event_ts_ms: int
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuarantineRecord:
+    """A record set aside: its raw bytes, where it was, and why (``reason`` is a :data:`Reason`)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes | None
+    reason: Reason
+    detail: str
+    session: str
+    seq: int | None  # None when the record does not decode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionStatus:
+    """Where a session stands after a call. ``-1`` means "none yet" (no epoch, seq or offset seen).
+
+    ``last_seq`` is the highest seq accounted for (applied or refused) in ``epoch``;
+    ``rows`` the size of the table; ``gaps`` counts jumps in the sequence, ``duplicates``
+    records behind it (repeated, late or of a stale epoch).
+    """
+
+    session: str
+    site: str
+    epoch: int
+    status: Status
+    last_seq: int
+    rows: int
+    applied: int
+    gaps: int
+    duplicates: int
+    quarantined: int
+    divergences: int
+    epoch_changes: int
+    last_topic: str
+    last_partition: int
+    last_offset: int
+    last_event_ts_ms: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionState:
+    """Everything needed to continue a session in the next call (see the module docstring).
+
+    ``table`` maps row id to row and is never mutated (each call works on a copy);
+    ``pending`` holds records waiting for a missing seq under policy ``window``, in seq
+    order. Round-trips through :meth:`to_json` / :meth:`from_json`, so the Spark operator
+    can keep it as one string.
+    """
+
+    session: str
+    site: str = ""
+    epoch: int = -1
+    next_seq: int = 0
+    status: Status = "new"
+    table: Mapping[str, Row] = field(default_factory=dict)
+    table_seq: int = -1  # the seq of ``epoch`` the table reflects (-1: none yet)
+    pending: tuple[Record, ...] = ()
+    applied: int = 0
+    gaps: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
+    divergences: int = 0
+    epoch_changes: int = 0
+    last_topic: str = ""
+    last_partition: int = -1
+    last_offset: int = -1
+    last_event_ts_ms: int = -1
+
+    def status_row(self) -> SessionStatus:
+        return SessionStatus(
+            session=self.session,
+            site=self.site,
+            epoch=self.epoch,
+            status=self.status,
+            last_seq=self.next_seq - 1 if self.epoch >= 0 else -1,
+            rows=len(self.table),
+            applied=self.applied,
+            gaps=self.gaps,
+            duplicates=self.duplicates,
+            quarantined=self.quarantined,
+            divergences=self.divergences,
+            epoch_changes=self.epoch_changes,
+            last_topic=self.last_topic,
+            last_partition=self.last_partition,
+            last_offset=self.last_offset,
+            last_event_ts_ms=self.last_event_ts_ms,
+        )
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["table"] = list(self.table.values())  # rows carry their id
+        data["pending"] = [_record_to_json(r) for r in self.pending]
+        data["v"] = _STATE_VERSION
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> SessionState:
+        try:
+            data = json.loads(text)
+            version = data.pop("v", None)
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise StateError(f"not a JSON object ({exc})", "drop the state (or the checkpoint) and replay") from None
+        if version != _STATE_VERSION:
+            raise StateError(
+                f"written as version {version!r}, this code reads version {_STATE_VERSION}",
+                "restart the query from a new checkpoint, or run the version that wrote it",
+            )
+        try:
+            data["table"] = {row["id"]: row for row in data["table"]}
+            data["pending"] = tuple(_record_from_json(r) for r in data["pending"])
+            return cls(**data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"a field is missing or malformed ({exc!r})", "drop the state and replay") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one call produced: the state to keep, and the three outputs."""
+
+    state: SessionState
+    changes: list[RowChange]
+    quarantine: list[QuarantineRecord]
+    status: SessionStatus
+
+
+def step(
+    state: SessionState | None,
+    records: Iterable[Record],
+    *,
+    policy: Policy,
+    window: int = DEFAULT_WINDOW,
+) -> Step:
+    """Apply ``records`` (one session's, sorted by partition and offset) to ``state``.
+
+    ``state`` is None for a session not seen before. Every record must have the same key
+    (the session id; ``None`` for records without a key, which are all quarantined as
+    ``missing-key``). ``window`` is the reordering window of policy ``window`` (ignored by
+    the others). Under ``strict`` raises :class:`~job.errors.IntegrityError` at the first
+    fault; see the module docstring for what each policy does.
+    """
+    if policy not in POLICIES:
+        raise UsageError(f"policy {policy!r} is unknown", f"use one of {', '.join(POLICIES)}")
+    if window < 1:
+        raise UsageError(f"window={window} is too small", "use a window of at least 1 message, e.g. 8")
+    records = list(records)
+    if state is None:
+        state = SessionState(session=(records[0].key or "") if records else "")
+    machine = _Machine(state, policy, window)
+    for record in records:
+        if (record.key or "") != state.session:
+            raise UsageError(
+                f"step() for session {state.session!r} got a record keyed {record.key!r} "
+                f"({record.topic}[{record.partition}] offset {record.offset})",
+                "group records by key and call step() once per key",
+            )
+        machine.feed(record)
+    return machine.result()
+
+
+def flush(state: SessionState) -> Step:
+    """Give up on the records ``state`` holds (policy ``window``), as if the gap will never close.
+
+    Held records go through the ``resync`` rules: a held snapshot is applied, held updates
+    are quarantined as ``window-overflow``. Call it before :func:`expire` when a session
+    goes quiet, so that no held record is dropped without a trace.
+    """
+    machine = _Machine(state, "window", DEFAULT_WINDOW)
+    machine.give_up()
+    return machine.result()
+
+
+def expire(state: SessionState) -> SessionStatus:
+    """The final status row of a session whose timer fired (it keeps the status it had).
+
+    An expired session that never applied ``end`` stays ``open``/``broken``/``new``: the
+    verifier reads that as unterminated. Records still held are not applied; call
+    :func:`flush` first to quarantine them.
+    """
+    return state.status_row()
+
+
+def rebuild(changes: Iterable[RowChange | Mapping[str, Any]]) -> dict[str, dict[str, Row]]:
+    """Each session's table from its changes: its latest snapshot, then later upserts and deletes.
+
+    Changes are ordered by ``(epoch, seq)``; changes with equal keys keep their input
+    order. Accepts :class:`RowChange` values or mappings with the same fields (rows of
+    the ``rows`` output).
+    """
+    by_session: dict[str, list[tuple[int, int, int, str, str, str | None]]] = {}
+    for i, c in enumerate(changes):
+        d = c if isinstance(c, Mapping) else {name: getattr(c, name) for name in _CHANGE_FIELDS}
+        by_session.setdefault(str(d["session"]), []).append(
+            (int(d["epoch"]), int(d["seq"]), i, str(d["op"]), str(d["row_id"]), d["data"])
+        )
+    tables: dict[str, dict[str, Row]] = {}
+    for sid, items in by_session.items():
+        items.sort()
+        snapshots = [(e, s) for e, s, _, op, _, _ in items if op == "snapshot"]
+        start = max(snapshots) if snapshots else (-1, -1)
+        table: dict[str, Row] = {}
+        for epoch, seq, _, op, row_id, data in items:
+            if (epoch, seq) < start:
+                continue
+            if op == "snapshot":
+                if (epoch, seq) == start and data is not None:
+                    table[row_id] = json.loads(data)
+            elif op == "upsert" and data is not None:
+                table[row_id] = json.loads(data)
+            elif op == "delete":
+                table.pop(row_id, None)
+        tables[sid] = table
+    return tables
+
+
+_CHANGE_FIELDS = ("session", "epoch", "seq", "op", "row_id", "data")
+
+
+# -- the machine ------------------------------------------------------------------------
+
+
+class _Machine:
+    """A mutable working copy of one :class:`SessionState` for the length of one call."""
+
+    def __init__(self, state: SessionState, policy: Policy, window: int) -> None:
+        self.state = state
+        self.policy = policy
+        self.window = window
+        self.session = state.session
+        self.site = state.site
+        self.epoch = state.epoch
+        self.next_seq = state.next_seq
+        self.status: Status = state.status
+        self.table: dict[str, Row] = dict(state.table)
+        self.table_seq = state.table_seq
+        self.counts = {
+            name: getattr(state, name)
+            for name in ("applied", "gaps", "duplicates", "quarantined", "divergences", "epoch_changes")
+        }
+        self.last = (state.last_topic, state.last_partition, state.last_offset)
+        self.last_event_ts_ms = state.last_event_ts_ms
+        self.held: dict[int, tuple[Message, Record]] = {}
+        for record in state.pending:
+            msg = decode(record.value)  # it decoded when it was held
+            self.held[msg.seq] = (msg, record)
+        self.giving_up = False
+        self.changes: list[RowChange] = []
+        self.quarantine: list[QuarantineRecord] = []
+
+    def result(self) -> Step:
+        state = replace(
+            self.state,
+            site=self.site,
+            epoch=self.epoch,
+            next_seq=self.next_seq,
+            status=self.status,
+            table=self.table,
+            table_seq=self.table_seq,
+            pending=tuple(record for _, (_, record) in sorted(self.held.items())),
+            last_topic=self.last[0],
+            last_partition=self.last[1],
+            last_offset=self.last[2],
+            last_event_ts_ms=self.last_event_ts_ms,
+            **self.counts,
+        )
+        return Step(state, self.changes, self.quarantine, state.status_row())
+
+    # -- one record ---------------------------------------------------------------------
+
+    def feed(self, record: Record) -> None:
+        self.last = (record.topic, record.partition, record.offset)
+        if record.key is None:
+            self.refuse(record, None, "missing-key", "the record has no key; the producer must key it by session id")
+            return
+        try:
+            msg = decode(None if record.value is None else bytes(record.value))
+        except ContractError as exc:
+            self.refuse(record, None, exc.reason, exc.detail)
+            return
+        if msg.session != record.key:
+            detail = f"the key is {record.key!r} but the message is for {msg.session!r}"
+            self.refuse(record, msg, "key-mismatch", detail)
+            return
+        self.site = self.site or msg.site
+        if self.policy == "none":
+            self.apply_anyway(msg, record)
+        else:
+            self.message(msg, record)
+
+    def message(self, m: Message, record: Record) -> None:
+        """Route a decoded message of this session: behind, ahead (a gap), or the next one."""
+        if self.status == "ended":
+            if (m.epoch, m.seq) < (self.epoch, self.next_seq):
+                self.behind(m, record)
+            else:
+                detail = f"seq {m.seq} after the session ended at seq {self.next_seq - 1}"
+                self.refuse(record, m, "broken-session", detail)
+            return
+        if m.epoch == self.epoch and m.seq < self.next_seq and self.fresher_snapshot(m):
+            self.late_snapshot(m, record)
+            return
+        if m.epoch < self.epoch or (m.epoch == self.epoch and (m.seq < self.next_seq or m.seq in self.held)):
+            self.behind(m, record)
+            return
+        if m.epoch > self.epoch:
+            self.new_epoch(m.epoch)
+        if m.seq > self.next_seq and self.policy == "window":
+            if self.can_hold(m):
+                self.held[m.seq] = (m, record)
+                return
+            if self.held:
+                # Too far ahead, an `end`: the missing seqs are not coming. Settle what
+                # is held first, then look at this record again against the new position.
+                self.give_up()
+                self.message(m, record)
+                return
+        if m.seq > self.next_seq:
+            self.gap(m, record)
+        else:
+            self.in_sequence(m, record)
+        while self.next_seq in self.held and self.status != "ended":
+            held, held_record = self.held.pop(self.next_seq)
+            self.in_sequence(held, held_record)
+        if self.status == "ended" and self.held:
+            self.give_up()  # held past the `end`: nothing can follow it
+
+    def behind(self, m: Message, record: Record) -> None:
+        self.counts["duplicates"] += 1
+        if m.epoch < self.epoch:
+            self.refuse(record, m, "stale-epoch", f"epoch {m.epoch} seq {m.seq} after epoch {self.epoch} began")
+        else:
+            self.refuse(record, m, "duplicate", f"seq {m.seq} after {self.next_seq - 1} (a duplicate or a late record)")
+
+    def fresher_snapshot(self, m: Message) -> bool:
+        return m.kind is Kind.SNAPSHOT and self.status in ("new", "broken") and m.seq > self.table_seq
+
+    def late_snapshot(self, m: Message, record: Record) -> None:
+        """A snapshot behind ``next_seq`` (it was overtaken) but newer than the stale table.
+
+        It is still the freshest full table a broken session can get, so it is applied;
+        the session stays broken, since messages after it were already refused.
+        """
+        self.table = {row["id"]: row for row in m.rows or ()}
+        self.status = "broken"
+        self.emit(m, record)
+
+    def new_epoch(self, epoch: int) -> None:
+        # Records held for the old epoch can never be completed: a producer restart
+        # sends everything of the old epoch first.
+        self.give_up()
+        if self.epoch >= 0:
+            self.counts["epoch_changes"] += 1
+        self.epoch, self.next_seq, self.status, self.table_seq = epoch, 0, "new", -1
+
+    def can_hold(self, m: Message) -> bool:
+        # An `end` is never overtaken, so a gap still open when it arrives will not close.
+        return (
+            self.status != "broken"
+            and m.kind is not Kind.END
+            and m.seq - self.next_seq <= self.window
+            and len(self.held) < self.window
+        )
+
+    def give_up(self) -> None:
+        """The gap will not close: run the held records, in seq order, through the resync rules."""
+        held, self.held = sorted(self.held.items()), {}
+        self.giving_up = True
+        try:
+            for _, (m, record) in held:
+                if self.status == "ended":
+                    self.refuse(record, m, "broken-session", f"seq {m.seq} after the session ended")
+                elif m.seq > self.next_seq:
+                    self.gap(m, record)
+                else:
+                    self.in_sequence(m, record)
+        finally:
+            self.giving_up = False
+
+    def gap(self, m: Message, record: Record) -> None:
+        """``m`` is ahead of ``next_seq``: the messages in between are lost to this reader."""
+        self.counts["gaps"] += 1
+        missing = m.seq - self.next_seq
+        where = f"seq {m.seq} after {self.next_seq - 1}" if self.next_seq else f"seq {m.seq} opens epoch {m.epoch}"
+        if self.status == "new" and m.kind in (Kind.UPSERT, Kind.DELETE):
+            self.next_seq = m.seq + 1
+            self.refuse(record, m, "orphan", f"{where} (gap of {missing}) with no snapshot yet in epoch {m.epoch}")
+            return
+        if self.policy == "strict":
+            self.fail(record, m, "gap", f"{where} (gap of {missing})")
+        if self.status == "open":
+            self.status = "broken"
+        if m.kind in (Kind.SNAPSHOT, Kind.END):
+            # A snapshot restates the table (the gap no longer matters); an `end` closes
+            # the session whatever its table is.
+            self.next_seq = m.seq
+            self.in_sequence(m, record)
+        else:
+            self.next_seq = m.seq + 1
+            self.refuse(record, m, "gap", f"{where} (gap of {missing}); updates wait for the next snapshot")
+
+    def in_sequence(self, m: Message, record: Record) -> None:
+        """``m`` is the message expected next: apply it, or refuse an update with no table to go on."""
+        self.next_seq = m.seq + 1
+        if m.kind is Kind.SNAPSHOT:
+            rows = {row["id"]: row for row in m.rows or ()}
+            if self.status == "open" and rows != self.table:
+                self.counts["divergences"] += 1
+                if self.policy == "strict":
+                    self.fail(record, m, "divergence", _divergence(m.seq, self.table, rows))
+            self.table = rows
+            self.status = "open"
+            self.emit(m, record)
+        elif m.kind is Kind.END:
+            self.status = "ended"
+            self.emit(m, record)
+        elif self.status == "new":
+            self.refuse(record, m, "orphan", f"{m.kind} seq {m.seq} with no snapshot yet in epoch {m.epoch}")
+        elif self.status == "broken":
+            self.refuse(record, m, "broken-session", f"{m.kind} seq {m.seq} while the session waits for a snapshot")
+        else:
+            self.apply_update(m)
+            self.emit(m, record)
+
+    def apply_anyway(self, m: Message, record: Record) -> None:
+        """Policy ``none``: apply the message whatever it is; the status only reports trust.
+
+        The status still says ``broken`` after a gap, a duplicate or a late record (until
+        the next snapshot that is not behind), so that a divergence is only counted when
+        the sequence was intact since the last snapshot.
+        """
+        if m.epoch > self.epoch:
+            if self.epoch >= 0:
+                self.counts["epoch_changes"] += 1
+            self.epoch, self.next_seq = m.epoch, 0
+            if self.status != "ended":
+                self.status = "new"
+        in_step = (m.epoch, m.seq) == (self.epoch, self.next_seq)
+        behind = (m.epoch, m.seq) < (self.epoch, self.next_seq)
+        if behind:
+            self.counts["duplicates"] += 1
+        elif not in_step:
+            self.counts["gaps"] += 1
+        if not in_step and self.status == "open":
+            self.status = "broken"
+        if not behind:
+            self.next_seq = m.seq + 1
+        if m.kind is Kind.SNAPSHOT:
+            rows = {row["id"]: row for row in m.rows or ()}
+            if in_step and self.status == "open" and rows != self.table:
+                self.counts["divergences"] += 1
+            self.table = rows
+            if not behind and self.status != "ended":
+                self.status = "open"
+        elif m.kind is Kind.END:
+            self.status = "ended"
+        else:
+            self.apply_update(m)
+        self.emit(m, record)
+
+    # -- effects --------------------------------------------------------------------------
+
+    def apply_update(self, m: Message) -> None:
+        if m.kind is Kind.UPSERT:
+            assert m.row is not None
+            self.table[str(m.row["id"])] = m.row
+        else:
+            self.table.pop(str(m.row_id), None)
+
+    def emit(self, m: Message, record: Record) -> None:
+        self.counts["applied"] += 1
+        if m.kind is not Kind.END:
+            self.table_seq = m.seq
+        self.last_event_ts_ms = m.ts
+        common = dict(
+            session=self.session,
+            site=m.site,
+            epoch=m.epoch,
+            seq=m.seq,
+            event_ts_ms=m.ts,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+        )
+        if m.kind is Kind.SNAPSHOT:
+            rows = m.rows or ()
+            self.changes.extend(RowChange(op="snapshot", row_id=str(r["id"]), data=_dump(r), **common) for r in rows)
+            if not rows:
+                self.changes.append(RowChange(op="snapshot", row_id="", data=None, **common))
+        elif m.kind is Kind.UPSERT:
+            assert m.row is not None
+            self.changes.append(RowChange(op="upsert", row_id=str(m.row["id"]), data=_dump(m.row), **common))
+        elif m.kind is Kind.DELETE:
+            self.changes.append(RowChange(op="delete", row_id=str(m.row_id), data=None, **common))
+
+    def fail(self, record: Record, m: Message | None, problem: str, detail: str) -> None:
+        raise IntegrityError(
+            session=self.session or (m.session if m is not None else ""),
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            problem=problem,
+            detail=detail,
+            epoch=None if m is None else m.epoch,
+            seq=None if m is None else m.seq,
+        )
+
+    def refuse(self, record: Record, m: Message | None, reason: Reason, detail: str) -> None:
+        """Quarantine ``record`` for ``reason`` (under ``strict``: raise instead)."""
+        if self.policy == "strict":
+            self.fail(record, m, reason, detail)
+        if self.giving_up and reason in ("gap", "orphan", "broken-session"):
+            reason, detail = "window-overflow", f"{detail}; the gap did not close within the window"
+        session = self.session or (m.session if m is not None else "")
+        self.counts["quarantined"] += 1
+        self.quarantine.append(
+            QuarantineRecord(
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                key=record.key,
+                value=None if record.value is None else bytes(record.value),
+                reason=reason,
+                detail=detail,
+                session=session,
+                seq=None if m is None else m.seq,
+            )
+        )
+
+
+def _dump(row: Row) -> str:
+    return json.dumps(row, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _divergence(seq: int, table: Mapping[str, Row], rows: Mapping[str, Row]) -> str:
+    differ = sorted(rid for rid in table.keys() | rows.keys() if table.get(rid) != rows.get(rid))
+    shown = ", ".join(differ[:3]) + (", ..." if len(differ) > 3 else "")
+    return (
+        f"snapshot seq {seq} disagrees with the table rebuilt from updates: "
+        f"{len(differ)} row{'s' if len(differ) != 1 else ''} differ ({shown})"
+    )
+
+
+def _record_to_json(r: Record) -> dict[str, Any]:
+    value = None if r.value is None else base64.b64encode(bytes(r.value)).decode("ascii")
+    return {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "key": r.key,
+        "value": value,
+        "kafka_ts_ms": r.kafka_ts_ms,
+    }
+
+
+def _record_from_json(d: Mapping[str, Any]) -> Record:
+    value = None if d["value"] is None else base64.b64decode(d["value"])
+    return Record(d["topic"], d["partition"], d["offset"], d["key"], value, d["kafka_ts_ms"])

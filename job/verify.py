@@ -1,0 +1,693 @@
+"""The verifier: compare the job's outputs with what the producers' ledger says they must be.
+
+:func:`check` is pure (pandas, no Spark): the Spark side reads the lake into pandas and
+calls it, the baseline and the tests call it directly. What each session's output must
+be, and where a fault allows it to differ, comes from :mod:`producers.expected`
+(``expected_sessions``: intended final tables, loss windows, allowed anomalies); the
+verifier only compares and attributes.
+
+What is compared, per session of the ledger
+    Every record the ledger says Kafka acknowledged (outcome ``ok``) must be *applied*
+    (its row changes are in ``rows``, with the content of the bytes sent) or *quarantined*
+    (in ``quarantine``); anything else is ``lost``. A message applied more than once is
+    ``duplicated``. The table rebuilt from ``rows`` (:func:`job.session.rebuild`) must
+    equal the intended final table on every row the ledger marks certain (a mismatch is
+    ``wrong-value``, ``lost`` or ``unexpected`` and is never allowed: a fault's window has
+    closed by then, or the row is uncertain and not checked). The latest status row must
+    say ``ended`` when a clean ``end`` was delivered (else ``unterminated``), and its
+    ``gaps``, ``divergences`` and ``epoch_changes`` counters must be allowed by a fault.
+    Output that no ledger record explains is ``unexpected``.
+
+When an anomaly is allowed
+    Only inside a loss window of a fault that allows that anomaly at that ``(epoch,
+    seq)`` (``ExpectedSession.allows``), and only if the policy can show it at all:
+    ``resync`` and ``window`` never apply a message twice (no ``duplicated``); ``strict``
+    never quarantines, never counts a gap or divergence, and may lose records only by
+    stopping: when the ledger holds a fault that makes ``strict`` fail, every record not
+    yet written is allowed as ``lost`` (the query stopped), but what was written must be
+    a gap-free prefix of each session whose table is the intended one at that point.
+
+Sessions in the outputs that the ledger does not know (other runs sharing the topics, or
+keyless records) are counted in ``foreign_sessions`` and not judged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import pandas as pd
+
+from producers.contract import ContractError, Kind, Row, decode
+from producers.expected import ExpectedSession, LossWindow, expected_sessions
+from producers.faults import Anomaly
+
+from job.errors import UsageError
+from job.session import POLICIES, Policy, QuarantineRecord, RowChange, SessionStatus, rebuild
+
+__all__ = [
+    "QUARANTINE_COLUMNS",
+    "ROWS_COLUMNS",
+    "SESSIONS_COLUMNS",
+    "Finding",
+    "FindingKind",
+    "Report",
+    "check",
+    "output_frames",
+]
+
+#: What a finding can be: the producers' anomalies, plus output nothing explains.
+FindingKind = Literal[
+    "lost",
+    "quarantined",
+    "duplicated",
+    "reordered",
+    "gap",
+    "orphan",
+    "divergence",
+    "wrong-value",
+    "epoch-change",
+    "unterminated",
+    "late",
+    "unexpected",
+]
+assert set(get_args(FindingKind)) == {a.value for a in Anomaly} | {"unexpected"}
+
+ROWS_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RowChange))
+QUARANTINE_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(QuarantineRecord))
+SESSIONS_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SessionStatus))
+
+# What each policy can show at all, whatever the faults allow.
+_POLICY_SHOWS: dict[str, frozenset[str]] = {
+    "strict": frozenset({"lost", "wrong-value", "epoch-change", "unterminated", "late"}),
+    "resync": frozenset(a.value for a in Anomaly) - {"duplicated", "reordered"},
+    "window": frozenset(a.value for a in Anomaly) - {"duplicated", "reordered"},
+    "none": frozenset(a.value for a in Anomaly),
+}
+_STATUS_RENAMES = {"topic": "last_topic", "partition": "last_partition", "offset": "last_offset"}
+_STATUS_RENAMES_TS = {"event_ts_ms": "last_event_ts_ms", "last_ts_ms": "last_event_ts_ms"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One anomaly: what, where (session, ``(epoch, seq)``, record), which fault, allowed or not.
+
+    ``epoch``/``seq`` are the intended message's (None for session-level findings without
+    a place); ``topic``/``partition``/``offset`` the record's, when there is one.
+    """
+
+    kind: FindingKind
+    session: str
+    epoch: int | None
+    seq: int | None
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    fault: str | None
+    allowed: bool
+    detail: str
+
+    def line(self) -> str:
+        where = f"epoch {self.epoch} seq {self.seq}" if self.seq is not None else "session-wide"
+        record = f" {self.topic}[{self.partition}]@{self.offset}" if self.offset is not None else ""
+        verdict = f"allowed by {self.fault}" if self.allowed else (
+            f"NOT allowed, in a {self.fault} window" if self.fault else "NOT allowed, no fault explains it"
+        )
+        return f"{self.kind} session {self.session} {where}{record}: {self.detail} [{verdict}]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """The verdict: ``ok`` when every finding is allowed by an injected fault."""
+
+    policy: Policy
+    ok: bool
+    sessions: int  # sessions in the ledger, all checked
+    delivered: int  # records the ledger says Kafka acknowledged
+    applied: int  # ...of which the output applied
+    quarantined: int  # ...quarantined
+    lost: int  # ...neither
+    foreign_sessions: int  # sessions in the outputs that the ledger does not know
+    counts: Mapping[str, Mapping[str, int]]  # fault ("-": none) -> finding kind -> count
+    anomalies: tuple[Finding, ...]
+
+    @property
+    def disallowed(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.anomalies if not f.allowed)
+
+    def to_json(self) -> str:
+        data = dataclasses.asdict(self)
+        data["anomalies"] = [dataclasses.asdict(f) for f in self.anomalies]
+        return json.dumps(data, sort_keys=True)
+
+    def frame(self) -> pd.DataFrame:
+        """The findings as a DataFrame (one row each)."""
+        columns = [f.name for f in dataclasses.fields(Finding)]
+        return pd.DataFrame([dataclasses.asdict(f) for f in self.anomalies], columns=columns)
+
+    def summary(self, limit: int = 10) -> str:
+        bad = self.disallowed
+        head = (
+            f"verify (policy {self.policy}): {'OK' if self.ok else 'FAILED'}: {self.sessions} sessions, "
+            f"{self.delivered} records delivered: {self.applied} applied, {self.quarantined} quarantined, "
+            f"{self.lost} lost; {len(self.anomalies)} anomalies, "
+            + ("all allowed by the injected faults" if self.ok else f"{len(bad)} NOT allowed")
+        )
+        lines = [head]
+        for fault, kinds in sorted(self.counts.items()):
+            label = "no fault" if fault == "-" else fault
+            lines.append(f"  {label}: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+        if self.foreign_sessions:
+            lines.append(f"  ({self.foreign_sessions} sessions in the outputs are not in the ledger; not judged)")
+        if bad:
+            lines.append(f"first {min(limit, len(bad))} of {len(bad)} anomalies no fault allows:")
+            lines += [f"  {f.line()}" for f in bad[:limit]]
+        return "\n".join(lines)
+
+
+def output_frames(
+    changes: Iterable[RowChange], quarantine: Iterable[QuarantineRecord], statuses: Iterable[SessionStatus]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The ``rows``, ``quarantine`` and ``sessions`` outputs as DataFrames (columns = the fields)."""
+
+    def frame(items: Iterable[Any], columns: Sequence[str], nullable_ints: Sequence[str] = ()) -> pd.DataFrame:
+        # getattr, not dataclasses.astuple: that deep-copies every value and is slow here.
+        df = pd.DataFrame([tuple(getattr(i, c) for c in columns) for i in items], columns=list(columns))
+        for name in nullable_ints:
+            df[name] = df[name].astype("Int64")
+        return df
+
+    return (
+        frame(changes, ROWS_COLUMNS),
+        frame(quarantine, QUARANTINE_COLUMNS, ("seq",)),
+        frame(statuses, SESSIONS_COLUMNS),
+    )
+
+
+def check(
+    ledger: pd.DataFrame,
+    rows: pd.DataFrame,
+    quarantine: pd.DataFrame,
+    sessions: pd.DataFrame,
+    *,
+    policy: Policy,
+) -> Report:
+    """Compare the outputs with the ledger (see the module docstring); returns a :class:`Report`.
+
+    ``ledger`` is what :func:`producers.ledger.read_ledger` returns; ``rows``,
+    ``quarantine`` and ``sessions`` have the fields of :class:`~job.session.RowChange`,
+    :class:`~job.session.QuarantineRecord` and :class:`~job.session.SessionStatus` as
+    columns (extra columns are ignored; the lake's ``topic``/``partition``/``offset``/
+    ``event_ts_ms`` for a status row are read as ``last_*``). ``sessions`` may hold
+    several rows per session; the latest by ``(epoch, last_seq, last_offset)`` counts.
+    """
+    if policy not in POLICIES:
+        raise UsageError(f"policy {policy!r} is unknown", f"use one of {', '.join(POLICIES)}")
+    rows = _columns(rows, ROWS_COLUMNS)
+    quarantine = _columns(quarantine, QUARANTINE_COLUMNS)
+    sessions = _columns(_rename_status(sessions), SESSIONS_COLUMNS)
+    expected = expected_sessions(ledger)
+    by_session = {str(k): v for k, v in ledger.groupby("session", sort=False)} if len(ledger) else {}
+    out_rows = _group(rows)
+    out_quarantine = _group(quarantine)
+    latest = _latest_status(sessions)
+    stop = _strict_stop(expected) if policy == "strict" else None
+
+    findings: list[Finding] = []
+    tally: Counter[str] = Counter()
+    for sid, exp in sorted(expected.items()):
+        judge = _Session(
+            exp,
+            by_session[sid],
+            out_rows.get(sid, rows.iloc[0:0]),
+            out_quarantine.get(sid, quarantine.iloc[0:0]),
+            latest.get(sid),
+            policy,
+            stop,
+        )
+        findings += judge.run()
+        tally.update(judge.tally)
+
+    known = set(expected)
+    seen = set(out_rows) | set(out_quarantine) | set(latest)
+    foreign = len({s for s in seen if s and s not in known})
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for f in findings:
+        counts[f.fault or "-"][f.kind] += 1
+    return Report(
+        policy=policy,
+        ok=all(f.allowed for f in findings),
+        sessions=len(expected),
+        delivered=tally["delivered"],
+        applied=tally["applied"],
+        quarantined=tally["quarantined"],
+        lost=tally["lost"],
+        foreign_sessions=foreign,
+        counts={k: dict(v) for k, v in counts.items()},
+        anomalies=tuple(findings),
+    )
+
+
+# -- one session ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """Under ``strict``: the fault that makes the query fail (the earliest in the ledger)."""
+
+    fault: str
+    session: str
+
+
+class _Session:
+    """Judges one session's outputs against its ledger rows and expectation."""
+
+    def __init__(
+        self,
+        exp: ExpectedSession,
+        ledger: pd.DataFrame,
+        rows: pd.DataFrame,
+        quarantine: pd.DataFrame,
+        status: Mapping[str, Any] | None,
+        policy: Policy,
+        stop: _Stop | None,
+    ) -> None:
+        self.exp, self.policy, self.stop = exp, policy, stop
+        self.ledger = ledger.sort_values("send_index", kind="stable")
+        self.rows, self.quarantine, self.status = rows, quarantine, status
+        self.findings: list[Finding] = []
+        self.tally: Counter[str] = Counter()
+        # Ledger rows by the record Kafka gave them; the intended messages' JSON by (epoch, seq).
+        self.delivered: dict[tuple[str, int, int], Any] = {}
+        self.intended: dict[tuple[int, int], str] = {}
+        for r in self.ledger.itertuples(index=False):
+            self.intended.setdefault((int(r.epoch), int(r.seq)), r.intended)
+            if r.outcome == "ok":
+                self.delivered[(str(r.topic), int(r.partition), int(r.offset))] = r
+        self.order = sorted(self.intended)
+        self.changes_at: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
+        for c in rows.itertuples(index=False):
+            self.changes_at[(str(c.topic), int(c.partition), int(c.offset))].append(c)
+        # Built on first use: only sessions with findings need them.
+        self._touches: dict[str, list[tuple[int, int]]] | None = None
+        self._where: dict[tuple[int, int], tuple[str, int, int]] | None = None
+        self.quarantined_at = {
+            (str(q.topic), int(q.partition), int(q.offset)): q for q in quarantine.itertuples(index=False)
+        }
+
+    # -- findings ------------------------------------------------------------------------
+
+    def note(
+        self,
+        kind: FindingKind,
+        detail: str,
+        *,
+        key: tuple[int, int] | None = None,
+        record: tuple[str, int, int] | None = None,
+        allowed: bool | None = None,
+        fault: str | None = None,
+    ) -> None:
+        """Record a finding; unless told, it is allowed when a window and the policy allow it."""
+        window = self._window(kind, key)
+        if allowed is None:
+            allowed = window is not None and key is not None and window.allows(kind, *key)  # type: ignore[arg-type]
+            if allowed and kind not in _POLICY_SHOWS[self.policy]:
+                allowed, detail = False, f"{detail} (the fault allows it, policy {self.policy} must never show it)"
+        topic, partition, offset = record if record is not None else (None, None, None)
+        self.findings.append(
+            Finding(
+                kind=kind,
+                session=self.exp.session,
+                epoch=None if key is None else key[0],
+                seq=None if key is None else key[1],
+                topic=topic,
+                partition=partition,
+                offset=offset,
+                fault=fault if fault is not None else (None if window is None else str(window.fault)),
+                allowed=allowed,
+                detail=detail,
+            )
+        )
+
+    def _window(self, kind: str, key: tuple[int, int] | None) -> LossWindow | None:
+        """The window that allows ``kind`` at ``key`` or, failing that, one that covers it.
+
+        Among several, the latest to open wins: it names the fault nearest the anomaly
+        (a damaged record inside an earlier drop's window is blamed on its own damage).
+        """
+        if key is None:
+            return None
+        covering = sorted((w for w in self.exp.windows if w.covers(*key)), key=lambda w: -w.from_seq)
+        allowing = [w for w in covering if kind in {a.value for a in w.allowed}]
+        return (allowing or covering or [None])[0]
+
+    def _session_window(self, kind: str) -> LossWindow | None:
+        return next((w for w in self.exp.windows if kind in {a.value for a in w.allowed}), None)
+
+    def note_counter(self, kind: FindingKind, detail: str) -> None:
+        window = self._session_window(kind)
+        allowed = window is not None and kind in _POLICY_SHOWS[self.policy]
+        if window is not None and not allowed:
+            detail = f"{detail} (the fault allows it, policy {self.policy} must never show it)"
+        self.findings.append(
+            Finding(
+                kind=kind,
+                session=self.exp.session,
+                epoch=None if self.status is None else int(self.status["epoch"]),
+                seq=None,
+                topic=None if self.status is None else str(self.status["last_topic"]),
+                partition=None if self.status is None else int(self.status["last_partition"]),
+                offset=None if self.status is None else int(self.status["last_offset"]),
+                fault=None if window is None else str(window.fault),
+                allowed=allowed,
+                detail=detail,
+            )
+        )
+
+    # -- the checks ------------------------------------------------------------------------
+
+    def run(self) -> list[Finding]:
+        self.check_records()
+        self.check_unexplained()
+        self.check_duplicates()
+        if self.policy == "strict":
+            self.check_strict_prefix()
+        else:
+            self.check_table(self.exp)
+        self.check_status()
+        return self.findings
+
+    def check_records(self) -> None:
+        """Each delivered record: applied (with the content sent), quarantined, or lost."""
+        for where, r in self.delivered.items():
+            key = (int(r.epoch), int(r.seq))
+            self.tally["delivered"] += 1
+            q = self.quarantined_at.get(where)
+            changes = self.changes_at.get(where)
+            if q is not None:
+                self.tally["quarantined"] += 1
+                self.note("quarantined", f"quarantined as {q.reason}: {q.detail}", key=key, record=where)
+                expected_reason = _contract_reason(r)
+                if expected_reason is not None and q.reason != expected_reason:
+                    self.note(
+                        "unexpected",
+                        f"quarantined as {q.reason}, but the record breaks the contract with {expected_reason}",
+                        key=key, record=where, allowed=False,
+                    )  # fmt: skip
+                if changes:
+                    self.note("unexpected", "the record was both applied and quarantined",
+                              key=key, record=where, allowed=False)  # fmt: skip
+            elif changes:
+                self.tally["applied"] += 1
+                problem = _content_problem(r.sent, changes)
+                if problem:
+                    self.note("unexpected", problem, key=key, record=where, allowed=False)
+            elif r.kind == Kind.END and self._ended_at(key):
+                self.tally["applied"] += 1  # an `end` writes no row; the status says it was applied
+            elif r.kind == Kind.END and self.exp.ended and key == (self.exp.last_epoch, self.exp.last_seq):
+                self.tally["lost"] += 1  # reported once, as the session being unterminated
+            else:
+                self.tally["lost"] += 1
+                if self.policy == "strict" and self.stop is not None:
+                    self.note("lost", f"not written: the strict query stops at the first {self.stop.fault}",
+                              key=key, record=where, allowed=True, fault=self.stop.fault)  # fmt: skip
+                else:
+                    self.note("lost", f"a delivered {r.kind} is neither applied nor quarantined", key=key, record=where)
+
+    def _ended_at(self, key: tuple[int, int]) -> bool:
+        s = self.status
+        return s is not None and s["status"] == "ended" and (int(s["epoch"]), int(s["last_seq"])) == key
+
+    def check_unexplained(self) -> None:
+        """Output that refers to a record the ledger did not deliver to this session."""
+        maybe = self.ledger[self.ledger["outcome"] == "indeterminate"]
+        maybe_keys = {(int(r.epoch), int(r.seq)) for r in maybe.itertuples(index=False)}
+        maybe_bytes = {bytes(r.sent) for r in maybe.itertuples(index=False) if r.sent is not None}
+        for where, changes in self.changes_at.items():
+            if where in self.delivered:
+                continue
+            key = (int(changes[0].epoch), int(changes[0].seq))
+            if key not in maybe_keys:
+                self.note("unexpected", f"{changes[0].op} changes from a record the ledger never delivered",
+                          key=key, record=where, allowed=False)  # fmt: skip
+        for where, q in self.quarantined_at.items():
+            if where in self.delivered:
+                continue
+            if q.value is None or bytes(q.value) not in maybe_bytes:
+                self.note("unexpected", f"quarantined ({q.reason}) a record the ledger never delivered",
+                          record=where, allowed=False)  # fmt: skip
+
+    def check_duplicates(self) -> None:
+        """A message (epoch, seq) applied more than once (twice the same row change)."""
+        if self.rows.empty:
+            return
+        counts = self.rows.groupby(["epoch", "seq", "op", "row_id"], sort=False).size()
+        twice = counts[counts > 1]
+        for epoch, seq in sorted({(int(e), int(s)) for e, s, _, _ in twice.index}):
+            at = self.rows[(self.rows["epoch"] == epoch) & (self.rows["seq"] == seq)]
+            last = at.iloc[-1]
+            times = int(twice.loc[(epoch, seq)].max())
+            self.note(
+                "duplicated",
+                f"applied {times} times (from offsets {sorted(set(map(int, at['offset'])))})",
+                key=(epoch, seq),
+                record=(str(last["topic"]), int(last["partition"]), int(last["offset"])),
+            )
+
+    def check_table(self, exp: ExpectedSession) -> None:
+        """The rebuilt table against the intended one, on the rows the ledger marks certain."""
+        got = rebuild(self.rows.to_dict("records")).get(exp.session, {})
+        want = exp.checked_rows()
+        for rid in sorted(want.keys() | got.keys()):
+            if rid in exp.uncertain_ids:
+                continue
+            have, need = got.get(rid), want.get(rid)
+            if have == need:
+                continue
+            key = self._last_touch(rid, upto=(exp.last_epoch, exp.last_seq))
+            if need is None:
+                kind: FindingKind = "unexpected"
+                detail = f"row {rid!r} is in the output table but not in the intended one"
+            elif have is None:
+                kind, detail = "lost", f"row {rid!r} is missing from the output table"
+            else:
+                kind = "wrong-value"
+                diff = sorted(c for c in need.keys() | have.keys() if need.get(c) != have.get(c))
+                detail = f"row {rid!r} differs in {', '.join(diff)}: {_show(have, diff)} instead of {_show(need, diff)}"
+            # The ledger's windows are closed (or the row would be uncertain): never allowed.
+            self.note(kind, detail, key=key, record=self._record_of(key), allowed=False)
+
+    def check_strict_prefix(self) -> None:
+        """``strict`` wrote a gap-free prefix of the session, whose table is the intended one."""
+        written = {(int(e), int(s)) for e, s in zip(self.rows["epoch"], self.rows["seq"], strict=True)}
+        end_key = self.order[-1] if self.order else None
+        if end_key is not None and self._ended_at(end_key):
+            written.add(end_key)
+        n = max((i + 1 for i, k in enumerate(self.order) if k in written), default=0)
+        missing = [k for k in self.order[:n] if k not in written]
+        if missing:
+            after = next(k for k in self.order if k > missing[0] and k in written)
+            self.note(
+                "unexpected",
+                f"strict wrote epoch {after[0]} seq {after[1]} past the missing seq {missing[0][1]} "
+                f"(it must stop at the first fault)",
+                key=after, record=self._record_of(after), allowed=False,
+            )  # fmt: skip
+        if n == 0:
+            return
+        written_keys = set(self.order[:n])
+        keys = zip(self.ledger["epoch"], self.ledger["seq"], strict=True)
+        prefix = self.ledger[[(int(e), int(s)) in written_keys for e, s in keys]]
+        self.check_table(expected_sessions(prefix)[self.exp.session])
+
+    def check_status(self) -> None:
+        s, exp = self.status, self.exp
+        if s is None:
+            if self.delivered and self.policy == "strict" and self.stop is not None:
+                self.note("lost", f"no status row: the strict query stopped at the first {self.stop.fault}",
+                          allowed=True, fault=self.stop.fault)  # fmt: skip
+            elif self.delivered:
+                self.note("unexpected", "the output has no status row for this session", allowed=False)
+            return
+        end_key = (exp.last_epoch, exp.last_seq)
+        if exp.ended and s["status"] != "ended":
+            detail = f"the clean end was delivered but the session is {s['status']}"
+            if self.policy == "strict" and self.stop is not None:
+                detail += f" (the strict query stopped at the first {self.stop.fault})"
+                self.note("unterminated", detail, key=end_key, record=self._record_of(end_key),
+                          allowed=True, fault=self.stop.fault)  # fmt: skip
+            else:
+                self.note("unterminated", detail, key=end_key, record=self._record_of(end_key))
+        if not exp.ended and s["status"] == "ended" and not self._end_may_have_arrived():
+            self.note("unexpected", "the session is ended but no usable end was delivered", key=end_key, allowed=False)
+        if int(s["gaps"]) > 0:
+            self.note_counter("gap", f"the status counts {int(s['gaps'])} gaps")
+        if int(s["divergences"]) > 0:
+            self.note_counter("divergence", f"the status counts {int(s['divergences'])} divergent snapshots")
+        resets = [w for w in exp.windows if Anomaly.EPOCH_CHANGE in w.allowed]
+        for i in range(int(s["epoch_changes"])):
+            if i < len(resets):
+                w = resets[i]
+                self.note("epoch-change", f"producer restart into epoch {w.epoch}", key=(w.epoch, w.from_seq),
+                          record=self._record_of((w.epoch, w.from_seq)))  # fmt: skip
+            else:
+                detail = f"epoch change {i + 1} of {int(s['epoch_changes'])}: no restart explains it"
+                self.note_counter("epoch-change", detail)
+                self.findings[-1] = dataclasses.replace(self.findings[-1], allowed=False)
+
+    def _end_may_have_arrived(self) -> bool:
+        for r in self.ledger.itertuples(index=False):
+            if r.kind != Kind.END or r.outcome not in ("ok", "indeterminate") or r.sent is None:
+                continue
+            try:
+                if decode(bytes(r.sent)).kind is Kind.END:
+                    return True
+            except ContractError:
+                continue
+        return False
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _last_touch(self, rid: str, upto: tuple[int, int]) -> tuple[int, int] | None:
+        """The intended message, up to ``upto``, that last set or removed row ``rid``."""
+        if self._touches is None:
+            self._touches = defaultdict(list)
+            for key in self.order:  # in (epoch, seq) order, so each list is sorted
+                m = decode(self.intended[key].encode("utf-8"), max_bytes=1 << 40)
+                if m.kind is Kind.SNAPSHOT:
+                    ids = [str(r["id"]) for r in m.rows or ()]
+                elif m.kind is Kind.UPSERT:
+                    ids = [str(m.row["id"])] if m.row is not None else []
+                else:
+                    ids = [str(m.row_id)] if m.kind is Kind.DELETE else []
+                for i in ids:
+                    self._touches[i].append(key)
+        keys = self._touches.get(rid, [])
+        at = bisect.bisect_right(keys, upto)
+        return keys[at - 1] if at else None
+
+    def _record_of(self, key: tuple[int, int] | None) -> tuple[str, int, int] | None:
+        """Where the first delivered record of intended message ``key`` landed, if anywhere."""
+        if self._where is None:
+            self._where = {}
+            for where, r in self.delivered.items():
+                self._where.setdefault((int(r.epoch), int(r.seq)), where)
+        return None if key is None else self._where.get(key)
+
+
+# -- frames --------------------------------------------------------------------------------
+
+
+def _columns(df: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
+    if df is None or (df.empty and not set(columns) <= set(df.columns)):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise UsageError(
+            f"an output frame lacks the columns {', '.join(missing)}",
+            f"pass frames with the fields of the job.session dataclasses ({', '.join(columns)})",
+        )
+    return df.reset_index(drop=True)
+
+
+def _rename_status(df: pd.DataFrame | None) -> pd.DataFrame | None:
+    if df is None or "last_offset" in df.columns:
+        return df
+    renames = {k: v for k, v in {**_STATUS_RENAMES, **_STATUS_RENAMES_TS}.items() if k in df.columns}
+    return df.rename(columns=renames)
+
+
+def _group(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    if df.empty:
+        return {}
+    return {str(k): v for k, v in df.groupby("session", sort=False)}
+
+
+def _latest_status(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    best: dict[str, tuple[int, ...]] = {}
+    for s in df.to_dict("records"):
+        sid = str(s["session"])
+        rank = (int(s["epoch"]), int(s["last_seq"]), int(s["last_offset"]), int(s["applied"]) + int(s["quarantined"]))
+        if sid not in best or rank >= best[sid]:
+            best[sid], out[sid] = rank, s
+    return out
+
+
+def _strict_stop(expected: Mapping[str, ExpectedSession]) -> _Stop | None:
+    """The earliest fault (by send index) that makes ``strict`` fail, if any."""
+    stopping = [
+        (w.send_index, str(w.fault), s.session)
+        for s in expected.values()
+        for w in s.windows
+        if w.fault in _STRICT_STOPS
+    ]
+    if not stopping:
+        return None
+    _, fault, session = min(stopping)
+    return _Stop(fault, session)
+
+
+# Faults after which a strict query fails (a bad record, a gap, a duplicate, a divergence).
+_STRICT_STOPS = frozenset(
+    {
+        "drop",
+        "duplicate",
+        "reorder",
+        "corrupt",
+        "schema-drift",
+        "orphan-update",
+        "silent-divergence",
+        "oversized",
+        "delivery-failed",
+        "delivery-indeterminate",
+    }
+)
+
+
+def _contract_reason(r: Any) -> str | None:
+    if r.fault not in ("corrupt", "schema-drift", "oversized") or not r.fault_detail:
+        return None
+    return json.loads(r.fault_detail).get("reason")
+
+
+def _content_problem(sent: bytes | None, changes: list[Any]) -> str | None:
+    """Why the changes written for a record do not say what its bytes said (None if they do)."""
+    try:
+        m = decode(None if sent is None else bytes(sent))
+    except ContractError as exc:
+        return f"applied a record that breaks the contract ({exc.reason})"
+    if {(int(c.epoch), int(c.seq)) for c in changes} != {(m.epoch, m.seq)}:
+        carried = sorted({(int(c.epoch), int(c.seq)) for c in changes})
+        return f"changes carry (epoch, seq) {carried}, the record ({m.epoch}, {m.seq})"
+    got = {(str(c.op), str(c.row_id)): _row(c.data) for c in changes}
+    if m.kind is Kind.SNAPSHOT:
+        want: dict[tuple[str, str], Any] = {("snapshot", str(r["id"])): r for r in m.rows or ()}
+        if not m.rows:
+            want = {("snapshot", ""): None}  # the marker of an empty snapshot
+    elif m.kind is Kind.UPSERT:
+        assert m.row is not None
+        want = {("upsert", str(m.row["id"])): m.row}
+    elif m.kind is Kind.DELETE:
+        want = {("delete", str(m.row_id)): None}
+    else:
+        return "row changes written for an end message"
+    # A record applied twice shows each change twice; that is reported as duplicated.
+    if got != want:
+        return f"the changes do not match the {m.kind} that was sent"
+    return None
+
+
+def _row(data: object) -> Any:
+    if data is None or (isinstance(data, float) and data != data):  # None, or NaN from pandas
+        return None
+    return json.loads(str(data))
+
+
+def _show(row: Row, columns: Sequence[str]) -> str:
+    return "{" + ", ".join(f"{c}={row.get(c)!r}" for c in columns) + "}"

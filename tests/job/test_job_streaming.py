@@ -1,0 +1,127 @@
+"""The streaming job on the sandbox's Spark cluster, verified against the producers' ledger."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from job import lake, pipeline
+from job.cli import job_config
+from job.verify_spark import verify_lake
+from producers.faults import parse_fault
+from producers.run import RunConfig, Runner, new_run_id
+from sandbox.health import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FAULTS = ("drop:0.02", "duplicate:0.02", "corrupt:0.01", "reorder:0.02:k=3")
+
+
+@pytest.fixture
+def produce(sandbox, tmp_path):
+    """Factory: run producers into fresh topics; returns (prefix, ledger path, summary)."""
+
+    def run(*, faults=FAULTS, sites=2, join=0, sessions=2, duration=4.0, rate=400.0, prefix=None, seed=11):
+        run_id = new_run_id()
+        prefix = prefix or f"it-{uuid.uuid4().hex[:6]}-"
+        ledger = str(tmp_path / f"ledger-{run_id}")
+        cfg = RunConfig(
+            ledger=ledger, bootstrap=sandbox.settings.endpoints().kafka_bootstrap, sites=sites, join=join,
+            sessions=sessions, rate=rate, duration=duration, snapshot_every=25,
+            faults=tuple(parse_fault(f) for f in faults), seed=seed, run_id=run_id, topic_prefix=prefix,
+        )  # fmt: skip
+        summary = Runner(cfg).run()
+        assert summary.error is None, summary.error
+        return prefix, ledger, summary
+
+    return run
+
+
+def _config(settings, tmp_path, prefix, policy, **kw):
+    return job_config(
+        settings, output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}", checkpoint=tmp_path / f"ckpt-{policy}",
+        topic_prefix=prefix, policy=policy, **kw,
+    )  # fmt: skip
+
+
+def _run_available_now(spark, settings, cfg):
+    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+    for q in queries:
+        q.awaitTermination()
+    return queries
+
+
+@pytest.mark.parametrize("policy", ["resync", "window", "none"])
+def test_policy_output_is_verified_against_the_ledger(policy, sandbox, spark, produce, tmp_path):
+    prefix, ledger, summary = produce()
+    assert sum(summary.faults.values()) > 0, "the run must inject faults for this test to mean anything"
+    cfg = _config(sandbox.settings, tmp_path, prefix, policy, trigger="available-now")
+    _run_available_now(spark, sandbox.settings, cfg)
+    report = verify_lake(sandbox.settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
+    assert report.ok, report.summary()
+    rows = lake.read_output(spark, cfg.sessions_path, "rows")
+    assert rows.count() > 0
+    assert rows.where("topic IS NULL OR partition IS NULL OR offset IS NULL").count() == 0
+
+
+def test_strict_policy_fails_on_first_fault_naming_topic_partition_offset_and_session(sandbox, spark, produce, tmp_path):
+    prefix, ledger, summary = produce(faults=("drop:sessions=0:at=30",), sites=1, sessions=1, duration=3.0)
+    assert summary.faults.get("drop") == 1
+    cfg = _config(sandbox.settings, tmp_path, prefix, "strict", trigger="available-now", raw_archive=False)
+    queries = pipeline.start(spark, cfg, bootstrap=sandbox.settings.endpoints().kafka_bootstrap)
+    with pytest.raises(Exception) as info:
+        queries[0].awaitTermination()
+    message = str(info.value)
+    topic = f"{prefix}"
+    assert topic in message and "offset" in message and "session" in message, message
+    assert "gap" in message, message
+
+
+def test_killed_driver_restarts_from_checkpoint_without_loss_or_duplicates(sandbox, spark, produce, tmp_path):
+    prefix, ledger, _ = produce(duration=6.0, rate=300.0)
+    settings = sandbox.settings
+    output = f"s3a://{settings.bucket}/itest/restart-{uuid.uuid4().hex[:8]}"
+    checkpoint = tmp_path / "ckpt-restart"
+    argv = [sys.executable, "-m", "job", "run", "--prefix", prefix, "--output", output, "--checkpoint", str(checkpoint),
+            "--trigger", "2 seconds", "--max-offsets-per-trigger", "300"]  # fmt: skip
+    env = dict(os.environ)
+    first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        commits = checkpoint / "sessions" / "commits"
+        wait_for(lambda: commits.exists() and len(list(commits.glob("[0-9]*"))) >= 2, timeout_s=240,
+                 what="the first job committing two batches", abort=lambda: first.poll() is not None and "the job exited")  # fmt: skip
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver dies mid-stream, no shutdown hook
+        first.wait()
+    done = subprocess.run([*argv, "--until-drained"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = verify_lake(settings, ledger=ledger, lake=output, policy="resync", spark=spark)
+    assert report.ok, report.summary()
+    rows = lake.read_output(spark, output.rstrip("/") + "/sessions-out", "rows")
+    assert rows.count() == rows.dropDuplicates(["session", "epoch", "seq", "row_id", "offset"]).count()
+
+
+def test_site_that_starts_after_the_job_appears_in_the_output(sandbox, spark, produce, tmp_path):
+    prefix = f"disc-{uuid.uuid4().hex[:6]}-"
+    produce(faults=(), sites=1, sessions=1, duration=2.0, prefix=prefix, seed=1)
+    cfg = _config(sandbox.settings, tmp_path, prefix, "resync", trigger="2 seconds", topic_discovery_ms=2000, raw_archive=False)
+    queries = pipeline.start(spark, cfg, bootstrap=sandbox.settings.endpoints().kafka_bootstrap)
+    try:
+        wait_for(lambda: queries[0].lastProgress and queries[0].lastProgress["numInputRows"] > 0, timeout_s=180,
+                 what="the job's first batch")  # fmt: skip
+        before = {r.topic for r in lake.read_output(spark, cfg.sessions_path, "rows").select("topic").distinct().collect()}
+        _, _, late = produce(faults=(), sites=2, sessions=1, duration=2.0, prefix=prefix, seed=2)
+        new_topics = set(late.topics) - before
+        assert new_topics, "the second run must create a topic the job has not seen"
+        pipeline.drain(queries, bootstrap=sandbox.settings.endpoints().kafka_bootstrap, topic_prefix=prefix, timeout_s=240)
+    finally:
+        for q in queries:
+            q.stop()
+    after = {r.topic for r in lake.read_output(spark, cfg.sessions_path, "rows").select("topic").distinct().collect()}
+    assert new_topics <= after
