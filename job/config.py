@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from job.errors import JobError
+from job.session import Policy
 
-Policy = Literal["strict", "resync", "window", "none"]
 StartingOffsets = Literal["earliest", "latest"]
 
 _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from producers.contract import Kind, Message, Row, decode
-from producers.errors import CONTRACT_REASONS, ContractError
+from producers.errors import CONTRACT_REASONS, ContractError, ContractReason
 
 from job.errors import IntegrityError, StateError, UsageError
 
@@ -91,17 +91,7 @@ Status = Literal["new", "open", "broken", "ended"]
 Op = Literal["snapshot", "upsert", "delete"]
 
 #: Why a record was quarantined: the contract's reasons, then the session's own.
-Reason = Literal[
-    "empty",
-    "too-large",
-    "not-utf8",
-    "invalid-json",
-    "not-an-object",
-    "unsupported-version",
-    "missing-field",
-    "unknown-kind",
-    "unknown-field",
-    "wrong-type",
+SessionReason = Literal[
     "gap",
     "duplicate",
     "stale-epoch",
@@ -111,8 +101,8 @@ Reason = Literal[
     "missing-key",
     "window-overflow",
 ]
-REASONS: tuple[Reason, ...] = get_args(Reason)
-assert set(CONTRACT_REASONS) <= set(REASONS)
+Reason = ContractReason | SessionReason
+REASONS: tuple[Reason, ...] = (*CONTRACT_REASONS, *get_args(SessionReason))
 
 #: How many seqs ahead of the expected one policy ``window`` holds records by default.
 DEFAULT_WINDOW = 8

@@ -489,7 +489,9 @@ class _Session:
         if end_key is not None and self._ended_at(end_key):
             written.add(end_key)
         n = max((i + 1 for i, k in enumerate(self.order) if k in written), default=0)
-        missing = [k for k in self.order[:n] if k not in written]
+        # Only a hole with a written message of the same epoch after it was visible to strict;
+        # the tail of an older epoch can go missing unnoticed (a new epoch restarts at seq 0).
+        missing = [k for k in self.order[:n] if k not in written and any(w > k and w[0] == k[0] for w in written)]
         if missing:
             after = next(k for k in self.order if k > missing[0] and k in written)
             self.note(

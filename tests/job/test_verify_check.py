@@ -416,3 +416,17 @@ def test_output_frames_have_exactly_the_dataclass_fields_as_columns() -> None:
     assert list(rows.columns) == [f.name for f in dataclasses.fields(RowChange)]
     assert list(quarantine.columns) == [f.name for f in dataclasses.fields(QuarantineRecord)]
     assert list(sessions.columns) == [f.name for f in dataclasses.fields(SessionStatus)]
+
+
+def test_strict_may_miss_the_tail_of_an_older_epoch_it_never_saw() -> None:
+    restart = [
+        (BASE[0], {"fault": "orphan-update"}),
+        (BASE[1], {"outcome": "failed"}),
+        (msg("snapshot", 0, epoch=1, rows=[r("a", 2), r("b", 1)]), {"fault": "epoch-reset"}),
+        msg("end", 1, epoch=1),
+    ]
+    df = ledger(*restart)
+    changes, quarantine, statuses = strict_outputs(df)
+    assert statuses[-1].status == "ended"  # strict saw nothing wrong: epoch 1 opened with its snapshot
+    report = verify(df, changes, quarantine, statuses, policy="strict")
+    assert report.ok, report.summary()
