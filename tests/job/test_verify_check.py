@@ -20,31 +20,17 @@ from job.session import QuarantineRecord, Record, RowChange, SessionStatus, step
 from job.verify import Report, check, output_frames
 from producers.contract import Message, encode
 from producers.ledger import LedgerEntry, ledger_frame
+from tests.streams import base_session, message, r
 
 SID = "fleet-2-s0000"
 TOPIC = "collection-fleet-2"
 
 
-def r(rid: str, v: int) -> dict[str, Any]:
-    return {"id": rid, "v": v}
-
-
 def msg(kind: str, seq: int, epoch: int = 0, session: str = SID, **payload: Any) -> Message:
-    common = {"site": "fleet-2", "session": session, "seq": seq, "epoch": epoch, "ts": 1000 + seq}
-    return {"snapshot": Message.snapshot, "upsert": Message.upsert, "delete": Message.delete, "end": Message.end}[kind](
-        **common, **payload
-    )
+    return message(kind, seq, epoch=epoch, session=session, **payload)
 
 
-BASE = [
-    msg("snapshot", 0, rows=[r("a", 1), r("b", 1)]),
-    msg("upsert", 1, row=r("a", 2)),
-    msg("upsert", 2, row=r("b", 2)),
-    msg("upsert", 3, row=r("c", 1)),
-    msg("snapshot", 4, rows=[r("a", 2), r("b", 2), r("c", 1)]),
-    msg("delete", 5, row_id="a"),
-    msg("end", 6),
-]
+BASE = base_session(msg)
 NOT_SENT = {"drop", "orphan-update", "crash"}
 
 

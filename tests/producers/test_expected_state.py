@@ -21,31 +21,16 @@ from producers.faults import FAULTS, Anomaly, parse_fault
 from producers.ledger import LedgerEntry, ledger_frame
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import Site
+from tests.streams import FINAL, base_session, message, r
 
 SID = "fleet-2-s0000"
 
 
-def r(rid: str, v: int) -> dict[str, Any]:
-    return {"id": rid, "v": v}
-
-
 def msg(kind: str, seq: int, epoch: int = 0, **payload: Any) -> Message:
-    common = {"site": "fleet-2", "session": SID, "seq": seq, "epoch": epoch, "ts": 1000 + seq}
-    return {"snapshot": Message.snapshot, "upsert": Message.upsert, "delete": Message.delete, "end": Message.end}[kind](
-        **common, **payload
-    )
+    return message(kind, seq, epoch=epoch, **payload)
 
 
-BASE = [
-    msg("snapshot", 0, rows=[r("a", 1), r("b", 1)]),
-    msg("upsert", 1, row=r("a", 2)),
-    msg("upsert", 2, row=r("b", 2)),
-    msg("upsert", 3, row=r("c", 1)),
-    msg("snapshot", 4, rows=[r("a", 2), r("b", 2), r("c", 1)]),
-    msg("delete", 5, row_id="a"),
-    msg("end", 6),
-]
-FINAL = {"b": r("b", 2), "c": r("c", 1)}
+BASE = base_session(msg)
 NOT_SENT = {"drop", "orphan-update", "crash"}
 
 
