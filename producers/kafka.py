@@ -9,7 +9,7 @@ implements it with confluent-kafka (librdkafka). Every send ends in exactly one
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,8 +25,11 @@ __all__ = [
     "Delivery",
     "KafkaTransport",
     "Transport",
+    "Unplaced",
     "ensure_topics",
+    "place",
     "producer_config",
+    "read_partition",
 ]
 
 #: ``max.message.bytes`` of the collection topics (and the producer's limit): room for an
@@ -144,6 +147,62 @@ def ensure_topics(
     return created
 
 
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """A record Kafka acknowledged without an offset: librdkafka reports a retried idempotent
+    send that the broker already had (DUPLICATE_SEQUENCE_NUMBER) as delivered at offset -1001."""
+
+    topic: str
+    partition: int
+    key: bytes
+    value: bytes
+    on_delivery: Callable[[Delivery], None]
+
+
+def place(
+    unplaced: Sequence[Unplaced],
+    log: Callable[[str, int], Iterable[tuple[int, bytes | None, bytes | None]]],
+    claimed: Mapping[tuple[str, int], set[int]],
+) -> None:
+    """Find each unplaced record's offset by reading its partition back, and report it.
+
+    ``log(topic, partition)`` yields (offset, key, value) of the partition's records. A
+    record is placed at the first offset with its exact key and value that no other ledger
+    row claims (a ``duplicate`` fault sends the same bytes twice). One not in the partition
+    after the flush is ``failed`` (it was lost, whatever the report said); one whose
+    partition cannot be read back is ``indeterminate``. Nothing is guessed.
+    """
+    by_partition: dict[tuple[str, int], list[Unplaced]] = {}
+    for u in unplaced:
+        by_partition.setdefault((u.topic, u.partition), []).append(u)
+    for (topic, partition), waiting in by_partition.items():
+        try:
+            records = list(log(topic, partition))
+        except Exception as exc:  # noqa: BLE001 - any failure to read back leaves the outcome open
+            for u in waiting:
+                u.on_delivery(Delivery(
+                    "indeterminate",
+                    error=f"Kafka acknowledged it without an offset and {topic}/{partition} could not be read back ({exc})",
+                ))  # fmt: skip
+            continue
+        taken = set(claimed.get((topic, partition), ()))
+        candidates: dict[tuple[bytes | None, bytes | None], list[int]] = {}
+        for offset, key, value in records:
+            if offset not in taken:
+                candidates.setdefault((key, value), []).append(offset)
+        for u in waiting:
+            found = candidates.get((u.key, u.value))
+            if found:
+                offset = found.pop(0)
+                taken.add(offset)
+                u.on_delivery(Delivery("ok", partition, offset))
+            else:
+                u.on_delivery(Delivery(
+                    "failed",
+                    error=f"Kafka acknowledged it without an offset, but it is not in {topic}/{partition}: lost",
+                ))  # fmt: skip
+
+
 class KafkaTransport:
     """An idempotent confluent-kafka producer behind the :class:`Transport` protocol.
 
@@ -169,6 +228,8 @@ class KafkaTransport:
         self.last_error: str | None = None
         self._fatal: KafkaError | None = None
         self._timeout = queue_full_timeout_s
+        self._unplaced: list[Unplaced] = []
+        self._claimed: dict[tuple[str, int], set[int]] = {}
         self._producer = Producer(producer_config(bootstrap, {"error_cb": self._on_error, **(config or {})}))
 
     def _on_error(self, err: KafkaError) -> None:
@@ -187,7 +248,11 @@ class KafkaTransport:
             )
 
         def report(err: KafkaError | None, msg: Any) -> None:
-            if err is None:
+            if err is None and (msg.offset() is None or msg.offset() < 0):
+                # in the log, at an offset librdkafka does not know: found by flush()
+                self._unplaced.append(Unplaced(msg.topic(), msg.partition(), key, value, on_delivery))
+            elif err is None:
+                self._claimed.setdefault((msg.topic(), msg.partition()), set()).add(msg.offset())
                 on_delivery(Delivery("ok", msg.partition(), msg.offset()))
             elif err.code() in _MAYBE_WRITTEN:
                 on_delivery(Delivery("indeterminate", error=str(err)))
@@ -216,12 +281,43 @@ class KafkaTransport:
         self._producer.poll(timeout)
 
     def flush(self, timeout: float) -> int:
-        return int(self._producer.flush(timeout))
+        left = int(self._producer.flush(timeout))
+        if self._unplaced:
+            unplaced, self._unplaced = self._unplaced, []
+            place(unplaced, lambda t, p: read_partition(self.bootstrap, t, p, timeout_s=timeout), self._claimed)
+        return left
 
     def close(self) -> None:
         # Flushing is the caller's decision. Dropping the producer breaks the cycle through
         # error_cb, so librdkafka's threads stop now rather than at some later GC.
         self._producer = _Closed()  # type: ignore[assignment]
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0):
+    """Yield (offset, key, value) of every record now in one partition; raise TimeoutError
+    when the partition cannot be read to its end within ``timeout_s``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "osl-producers-place", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "log_level": 2})  # fmt: skip
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+        if high <= low:
+            return
+        consumer.assign([TopicPartition(topic, partition, low)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=1.0):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return
+                    continue
+                yield msg.offset(), msg.key(), msg.value()
+                if msg.offset() >= high - 1:
+                    return
+        raise TimeoutError(f"{topic}/{partition} not read to offset {high} within {timeout_s:g}s")
+    finally:
+        consumer.close()
 
 
 class _Closed:

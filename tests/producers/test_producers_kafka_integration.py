@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from producers.contract import ContractError, decode
 from producers.expected import expected_sessions
 from producers.faults import parse_fault
-from producers.kafka import TOPIC_MAX_MESSAGE_BYTES
+from producers.kafka import TOPIC_MAX_MESSAGE_BYTES, read_partition
 from producers.ledger import S3Target, read_ledger
 from producers.run import RunConfig, Runner
 
@@ -115,6 +115,10 @@ def test_a_faulty_run_lands_in_kafka_exactly_as_the_ledger_says(bootstrap: str, 
     assert len(set(in_ledger)) == len(in_ledger)  # one ledger row per offset
     assert sorted(records) == sorted(in_ledger)  # ...and one offset per ledger row
     assert {t for t, *_ in records} == {f"{prefix}warehouse-0", f"{prefix}weather-1", f"{prefix}fleet-2"}
+    # How the transport places a record Kafka acknowledged without an offset: it reads the same log.
+    topic, partition = records[0][:2]
+    mine = sorted((o, k, v) for t, p, o, k, v in records if (t, p) == (topic, partition))
+    assert list(read_partition(bootstrap, topic, partition)) == mine
 
     # The faults really reached the topics: bad records fail to parse with the recorded reason.
     by_offset = {(r.topic, int(r.partition), int(r.offset)): r for r in ok.itertuples()}
