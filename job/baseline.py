@@ -171,8 +171,17 @@ class Sessions:
         return output_frames(self.changes, self.quarantine, self.statuses)
 
 
-def run_baseline(config: BaselineConfig, *, progress: Callable[[str], None] | None = None) -> BaselineResult:
-    """Consume the collection topics through the session state machine (see the module docstring)."""
+def run_baseline(
+    config: BaselineConfig,
+    *,
+    progress: Callable[[str], None] | None = None,
+    on_batch: Callable[[list[Record]], None] | None = None,
+) -> BaselineResult:
+    """Consume the collection topics through the session state machine (see the module docstring).
+
+    ``on_batch`` is called with each micro-batch's records once its outputs are kept (the
+    benchmark takes that moment as the baseline's "output visible" time).
+    """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
 
     sessions = Sessions(policy=config.policy, window=config.window)
@@ -250,6 +259,8 @@ def run_baseline(config: BaselineConfig, *, progress: Callable[[str], None] | No
             except IntegrityError as exc:
                 stopped, error = "integrity", exc
                 break
+            if on_batch is not None:
+                on_batch(batch)
             if progress is not None:
                 progress(f"[baseline] batch {sessions.batches}: {len(batch)} records, {count} in all")
     except KafkaException as exc:

@@ -11,6 +11,9 @@ from job.errors import JobError
 from job.session import Policy
 
 StartingOffsets = Literal["earliest", "latest"]
+#: The Python arbitrary-stateful operators of PySpark 4.0 the job can run on. The row-based
+#: ``transformWithState`` arrived in Spark 4.1, which this sandbox cannot pin (sandbox/versions.py).
+Operator = Literal["transformWithStateInPandas", "applyInPandasWithState"]
 
 _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
 
@@ -47,6 +50,7 @@ class JobConfig:
     raw_archive: bool = True
     topic_discovery_ms: int = 5_000
     name: str = "ordered-sessions"
+    operator: Operator = "transformWithStateInPandas"
     extra_kafka_options: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -56,6 +60,8 @@ class JobConfig:
         """Raise ConfigError naming the field, the bad value and the fix."""
         if self.policy not in get_args(Policy):
             raise ConfigError("policy", self.policy, f"choose one of {', '.join(get_args(Policy))}")
+        if self.operator not in get_args(Operator):
+            raise ConfigError("operator", self.operator, f"choose one of {', '.join(get_args(Operator))}")
         if self.starting_offsets not in get_args(StartingOffsets):
             raise ConfigError("starting_offsets", self.starting_offsets, "use 'earliest' or 'latest'")
         if not re.fullmatch(r"[A-Za-z0-9._-]+", self.topic_prefix):

@@ -4,8 +4,8 @@
              every ``topic_discovery_ms`` without a restart)
     group    by session id (the Kafka key; keyless records go to a per-topic pseudo-session
              that quarantines them)
-    operator transformWithStateInPandas, RocksDB state store, processing-time timers that
-             expire idle sessions. Spark does not order rows within a group, so each batch's
+    operator transformWithStateInPandas (or, to compare, applyInPandasWithState), RocksDB
+             state store, processing-time timers that expire idle sessions. Spark does not order rows within a group, so each batch's
              rows are sorted by (partition, offset) before the pure state machine sees them.
     sink     one Parquet file sink partitioned by (output, topic); a second query archives the
              raw input. Checkpoints live on local disk.
@@ -14,8 +14,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pandas as pd
@@ -38,13 +39,24 @@ def _union_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind))
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """A flat dataclass as a dict; ``dataclasses.asdict`` deep-copies every value, which
+    was a third of the operator's Python time."""
+    return {name: getattr(obj, name) for name in _field_names(type(obj))}
+
+
 def step_to_rows(step: Any, processed_ms: int) -> list[dict[str, Any]]:
     """Flatten one ``job.session.Step`` into rows of the union schema."""
     out: list[dict[str, Any]] = []
     for change in step.changes:
-        out.append({"output": "rows", **dataclasses.asdict(change)})
+        out.append({"output": "rows", **_as_dict(change)})
     for q in step.quarantine:
-        record = dataclasses.asdict(q)
+        record = _as_dict(q)
         key = record.get("key")
         if isinstance(key, bytes):
             record["key"] = key.decode("utf-8", "replace")
@@ -54,7 +66,7 @@ def step_to_rows(step: Any, processed_ms: int) -> list[dict[str, Any]]:
 
 
 def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
-    record = dataclasses.asdict(status)
+    record = _as_dict(status)
     renamed = {
         "last_topic": "topic", "last_partition": "partition", "last_offset": "offset",
         "last_event_ts_ms": "event_ts_ms", "last_ts_ms": "event_ts_ms",
@@ -63,11 +75,44 @@ def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
     return {"output": "sessions", **record, "processed_ms": processed_ms}
 
 
+def apply_batch(previous: str | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
+    """One session's micro-batch, whichever Spark operator calls it.
+
+    ``previous`` is the session's state as stored (JSON) or None; the rows arrive in any
+    order, so they are sorted by (partition, offset) here. Returns the new state (JSON)
+    and the output frame in the union schema.
+    """
+    from job import session as sm
+
+    batch = pd.concat(list(frames), ignore_index=True).sort_values(["partition", "offset"], kind="stable")
+    records = [
+        sm.Record(
+            topic=r.topic, partition=int(r.partition), offset=int(r.offset),
+            key=None if r.key_missing else r.session_key, value=r.value,
+            kafka_ts_ms=int(r.kafka_ts_ms),
+        )
+        for r in batch.itertuples(index=False)
+    ]  # fmt: skip
+    state = None if previous is None else sm.SessionState.from_json(previous)
+    step = sm.step(state, records, policy=policy, window=window)
+    return step.state.to_json(), _union_frame(step_to_rows(step, now_ms))
+
+
+def expire_session(previous: str | None, *, now_ms: int) -> pd.DataFrame | None:
+    """An idle session's timer fired: records still held for reordering are quarantined,
+    never dropped silently, and the session's last status row says ``expired``."""
+    from job import session as sm
+
+    if previous is None:
+        return None
+    flushed = sm.flush(sm.SessionState.from_json(previous))
+    return _union_frame(step_to_rows(flushed, now_ms)[:-1] + [status_row(sm.expire(flushed.state), now_ms)])
+
+
 def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
+    """The operator for ``transformWithStateInPandas`` (the job's default)."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import StringType, StructField, StructType
-
-    from job import session as sm
 
     state_schema = StructType([StructField("json", StringType(), True)])
 
@@ -78,44 +123,52 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
             self.handle = handle
             self.state = handle.getValueState("session", state_schema)
 
-        def _load(self):
-            if self.state.exists():
-                return sm.SessionState.from_json(self.state.get()[0])
-            return None
+        def _stored(self) -> str | None:
+            return self.state.get()[0] if self.state.exists() else None
 
         def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
-            batch = pd.concat(list(rows), ignore_index=True).sort_values(["partition", "offset"], kind="stable")
-            records = [
-                sm.Record(
-                    topic=r.topic, partition=int(r.partition), offset=int(r.offset),
-                    key=None if r.key_missing else r.session_key, value=r.value,
-                    kafka_ts_ms=int(r.kafka_ts_ms),
-                )
-                for r in batch.itertuples(index=False)
-            ]  # fmt: skip
-            step = sm.step(self._load(), records, policy=policy, window=window)
-            self.state.update((step.state.to_json(),))
             now = timerValues.getCurrentProcessingTimeInMs()
+            state, frame = apply_batch(self._stored(), rows, policy=policy, window=window, now_ms=now)
+            self.state.update((state,))
             if idle_timeout_ms is not None:
                 for timer in list(self.handle.listTimers()):
                     self.handle.deleteTimer(timer)
                 self.handle.registerTimer(now + idle_timeout_ms)
-            yield _union_frame(step_to_rows(step, now))
+            yield frame
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-            state = self._load()
+            frame = expire_session(self._stored(), now_ms=timerValues.getCurrentProcessingTimeInMs())
             self.state.clear()
-            if state is not None:
-                # records still held for reordering are quarantined, never dropped silently
-                flushed = sm.flush(state)
-                now = timerValues.getCurrentProcessingTimeInMs()
-                rows = step_to_rows(flushed, now)[:-1] + [status_row(sm.expire(flushed.state), now)]
-                yield _union_frame(rows)
+            if frame is not None:
+                yield frame
 
         def close(self) -> None:
             pass
 
     return SessionProcessor()
+
+
+def _make_group_function(policy: str, window: int, idle_timeout_ms: int | None):
+    """The same operator for ``applyInPandasWithState`` (Spark 3.4's API, kept to compare)."""
+    from job import spark_compat  # unpickling on_group in a worker imports it: see its docstring
+
+    def on_group(key, frames, state) -> Iterator[pd.DataFrame]:
+        assert spark_compat.installed()
+        now = state.getCurrentProcessingTimeMs()
+        stored = state.get[0] if state.exists else None
+        if state.hasTimedOut:
+            state.remove()
+            frame = expire_session(stored, now_ms=now)
+            if frame is not None:
+                yield frame
+            return
+        new_state, frame = apply_batch(stored, frames, policy=policy, window=window, now_ms=now)
+        state.update((new_state,))
+        if idle_timeout_ms is not None:
+            state.setTimeoutDuration(idle_timeout_ms)
+        yield frame
+
+    return on_group
 
 
 def kafka_stream(spark, cfg: JobConfig, bootstrap: str):
@@ -152,8 +205,20 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
     # Spark 4.0 runs a no-data batch after every batch while processing-time timers are on,
     # so an available-now run would never finish: it runs without timers (no idle expiry).
     timers = cfg.trigger != "available-now"
-    return source.groupBy(_SESSION_KEY).transformWithStateInPandas(
-        statefulProcessor=_make_processor(cfg.policy, cfg.window, cfg.idle_timeout_s * 1000 if timers else None),
+    idle_ms = cfg.idle_timeout_s * 1000 if timers else None
+    grouped = source.groupBy(_SESSION_KEY)
+    if cfg.operator == "applyInPandasWithState":
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        return grouped.applyInPandasWithState(
+            _make_group_function(cfg.policy, cfg.window, idle_ms),
+            outputStructType=lake.union_ddl(),
+            stateStructType="json STRING",
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout,
+        )
+    return grouped.transformWithStateInPandas(
+        statefulProcessor=_make_processor(cfg.policy, cfg.window, idle_ms),
         outputStructType=lake.union_ddl(),
         outputMode="Append",
         timeMode="ProcessingTime" if timers else "None",

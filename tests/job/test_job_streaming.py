@@ -57,11 +57,20 @@ def _run_available_now(spark, settings, cfg):
     return queries
 
 
-@pytest.mark.parametrize("policy", ["resync", "window", "none"])
-def test_policy_output_is_verified_against_the_ledger(policy, sandbox, spark, produce, tmp_path):
+@pytest.mark.parametrize(
+    ("policy", "operator"),
+    [
+        ("resync", "transformWithStateInPandas"),
+        ("window", "transformWithStateInPandas"),
+        ("none", "transformWithStateInPandas"),
+        # the older API the benchmark compares against runs the same state machine
+        ("window", "applyInPandasWithState"),
+    ],
+)
+def test_policy_output_is_verified_against_the_ledger(policy, operator, sandbox, spark, produce, tmp_path):
     prefix, ledger, summary = produce()
     assert sum(summary.faults.values()) > 0, "the run must inject faults for this test to mean anything"
-    cfg = _config(sandbox.settings, tmp_path, prefix, policy, trigger="available-now")
+    cfg = _config(sandbox.settings, tmp_path, prefix, policy, trigger="available-now", operator=operator)
     _run_available_now(spark, sandbox.settings, cfg)
     report = verify_lake(sandbox.settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
     assert report.ok, report.summary()
