@@ -224,10 +224,20 @@ def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
                         restored=True,
                     )
                 )
-        damaging = fault is not None and FAULTS[fault].info.window == "to-next-snapshot"  # type: ignore[index]
-        if r.outcome in ("failed", "indeterminate") and not damaging:
+        if r.outcome in ("failed", "indeterminate"):
             cause = f"delivery-{r.outcome}"
-            windows.append(_to_snapshot(sid, epoch, seq, seq, cause, DELIVERY_ALLOWED[cause], index, clean_snapshots))  # type: ignore[arg-type]
+            # A fault window to the next snapshot that already allows all a lost message
+            # can cause covers it; any other (a silent divergence allows wrong values, not
+            # a gap) does not, and the delivery's own window opens as well.
+            covered = (
+                fault is not None
+                and FAULTS[fault].info.window == "to-next-snapshot"  # type: ignore[index]
+                and DELIVERY_ALLOWED[cause] <= FAULTS[fault].info.allowed  # type: ignore[index]
+            )
+            if not covered:
+                windows.append(
+                    _to_snapshot(sid, epoch, seq, seq, cause, DELIVERY_ALLOWED[cause], index, clean_snapshots)  # type: ignore[arg-type]
+                )
 
     uncertain: set[str] = set()
     for w in windows:

@@ -77,9 +77,7 @@ def build_stream(
     while not driver.done:
         sent += driver.step()
     overrides: dict[int, str] = {}
-    # Not on a silent divergence: producers.expected gives a faulted row that also failed
-    # delivery only its fault's window, and a divergence's window does not allow the gap.
-    candidates = [i for i, t in enumerate(sent) if t.value is not None and t.fault != "silent-divergence"]
+    candidates = [i for i, t in enumerate(sent) if t.value is not None]
     for pick, outcome in delivery:
         if candidates:
             overrides[candidates[pick % len(candidates)]] = outcome

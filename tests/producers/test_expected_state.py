@@ -205,6 +205,17 @@ def test_silent_divergence_allows_a_wrong_value_until_the_next_snapshot() -> Non
     assert s.final_rows == FINAL  # the intended value, not the one sent
 
 
+def test_a_faulted_message_that_also_failed_delivery_opens_both_windows() -> None:
+    # the divergence window allows wrong values, not the gap the lost message leaves
+    rows = with_fault(1, "silent-divergence", detail={"column": "v", "intended": 2, "sent": 9})
+    rows[1] = (rows[1][0], {**rows[1][1], "outcome": "failed"})
+    assert windows(ledger(*rows)) == [("silent-divergence", 0, 1, 4, True), ("delivery-failed", 0, 1, 4, True)]
+    # a drop's window already allows everything a failed delivery can cause
+    rows = with_fault(2, "drop")
+    rows[2] = (rows[2][0], {**rows[2][1], "outcome": "failed"})
+    assert [w[0] for w in windows(ledger(*rows))] == ["drop"]
+
+
 def test_clock_skew_covers_one_message_and_a_skewed_snapshot_still_resyncs() -> None:
     df = ledger(*with_fault(3, "clock-skew", detail={"skew_ms": 60000}))
     assert windows(df) == [("clock-skew", 0, 3, 4, True)]
