@@ -39,6 +39,12 @@ from sandbox.settings import BackendKind, Endpoints, Settings
 
 _STOP_GRACE_S = 15.0
 
+#: Workers delete the work directory (executor logs, fetched files) of an application that
+#: ended a day ago, checking every 30 minutes. Compose passes the same to its workers.
+SPARK_WORKER_OPTS = (
+    "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=1800 -Dspark.worker.cleanup.appDataTtl=86400"
+)
+
 #: Popen handles of the children this Python process started, so killed ones get reaped.
 _children: dict[int, subprocess.Popen] = {}
 
@@ -234,6 +240,7 @@ class LocalBackend:
         n = int(name.rsplit("-", 1)[1])
         work = self._data_dir(name)
         spark_env["SPARK_LOCAL_DIRS"] = str(work / "tmp")
+        spark_env["SPARK_WORKER_OPTS"] = SPARK_WORKER_OPTS
         return _Service(
             name=name,
             argv=[spark_class, "org.apache.spark.deploy.worker.Worker", "--host", s.host,

@@ -239,6 +239,14 @@ def test_named_volumes_hold_kafka_minio_and_checkpoints_on_every_spark_node():
     assert {"kafka-data", "minio-data", "checkpoints"} <= set(compose["volumes"])
 
 
+def test_compose_workers_clean_up_ended_applications_like_local_ones():
+    from sandbox.local import SPARK_WORKER_OPTS
+
+    services = _compose()["services"]
+    for name in ("spark-worker-1", "spark-worker-2"):
+        assert services[name]["environment"]["SPARK_WORKER_OPTS"] == SPARK_WORKER_OPTS, name
+
+
 def test_memory_limits_fit_a_16_gb_laptop():
     def mib(text: str) -> float:
         number, unit = float(str(text)[:-1]), str(text)[-1].lower()
