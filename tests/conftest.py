@@ -21,6 +21,12 @@ def sandbox(sandbox_settings):
 
 
 @pytest.fixture(scope="session")
+def bootstrap(sandbox) -> str:
+    """The sandbox's Kafka bootstrap address."""
+    return sandbox.settings.endpoints().kafka_bootstrap
+
+
+@pytest.fixture(scope="session")
 def spark(sandbox):
     """A SparkSession on the sandbox's standalone cluster, shared by the session."""
     from sandbox.spark import spark_session

@@ -7,7 +7,6 @@ share a topic.
 from __future__ import annotations
 
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,9 @@ import pytest
 from job.baseline import BaselineConfig, end_offsets, run_baseline
 from job.errors import IntegrityError
 from job.verify import check
-from producers.faults import parse_fault
 from producers.ledger import read_ledger
-from producers.run import RunConfig, Runner
+from producers.run import Runner
+from tests.kafka_runs import produce, run_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,32 +36,14 @@ FAULTS = (
 
 
 @pytest.fixture(scope="module")
-def bootstrap(sandbox) -> str:
-    return sandbox.settings.endpoints().kafka_bootstrap
-
-
-@pytest.fixture(scope="module")
 def faulty_run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """One producer run with every kind of data fault, into fresh topics: (prefix, ledger path)."""
-    prefix = f"itest-{uuid.uuid4().hex[:8]}-"
-    ledger = str(tmp_path_factory.mktemp("baseline") / "ledger")
-    cfg = RunConfig(
-        ledger=ledger,
-        bootstrap=bootstrap,
-        sites=2,
-        join=1,
-        sessions=2,
-        rate=3000.0,
-        duration=30.0,
-        session_length=300,
-        snapshot_every=40,
-        seed=5,
-        topic_prefix=prefix,
-        faults=tuple(parse_fault(f) for f in FAULTS),
-    )
-    summary = Runner(cfg).run()
+    cfg, summary = produce(
+        bootstrap, tmp_path_factory.mktemp("baseline") / "ledger", faults=FAULTS, sites=2, join=1, sessions=2,
+        rate=3000.0, duration=30.0, session_length=300, snapshot_every=40, seed=5,
+    )  # fmt: skip
     assert summary.stopped == "completed", summary.text()
-    return prefix, ledger
+    return cfg.topic_prefix, cfg.ledger
 
 
 @pytest.mark.parametrize("policy", ["resync", "window", "none"])
@@ -112,21 +93,11 @@ def test_under_strict_the_baseline_stops_at_the_first_fault_and_what_it_wrote_ve
 
 
 def test_the_baseline_discovers_a_site_that_joins_while_it_runs(bootstrap: str, tmp_path: Path) -> None:
-    prefix = f"itest-{uuid.uuid4().hex[:8]}-"
-    cfg = RunConfig(
-        ledger=str(tmp_path / "ledger"),
-        bootstrap=bootstrap,
-        sites=1,
-        join=1,
-        sessions=1,
-        rate=200.0,
-        duration=8.0,
-        session_length=600,
-        snapshot_every=50,
-        seed=9,
-        topic_prefix=prefix,
-        faults=(parse_fault("drop:0.01"),),
-    )
+    cfg = run_config(
+        bootstrap, tmp_path / "ledger", faults=["drop:0.01"], sites=1, join=1, sessions=1, rate=200.0, duration=8.0,
+        session_length=600, snapshot_every=50, seed=9,
+    )  # fmt: skip
+    prefix = cfg.topic_prefix
     producing = threading.Thread(target=lambda: Runner(cfg).run())
     producing.start()
     try:

@@ -14,9 +14,9 @@ import pytest
 from job import lake, pipeline
 from job.cli import job_config
 from job.verify_spark import verify_lake
-from producers.faults import parse_fault
-from producers.run import RunConfig, Runner, new_run_id
+from producers.run import new_run_id
 from sandbox.health import wait_for
+from tests import kafka_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -29,16 +29,13 @@ def produce(sandbox, tmp_path):
 
     def run(*, faults=FAULTS, sites=2, join=0, sessions=2, duration=4.0, rate=400.0, prefix=None, seed=11):
         run_id = new_run_id()
-        prefix = prefix or f"it-{uuid.uuid4().hex[:6]}-"
-        ledger = str(tmp_path / f"ledger-{run_id}")
-        cfg = RunConfig(
-            ledger=ledger, bootstrap=sandbox.settings.endpoints().kafka_bootstrap, sites=sites, join=join,
-            sessions=sessions, rate=rate, duration=duration, snapshot_every=25,
-            faults=tuple(parse_fault(f) for f in faults), seed=seed, run_id=run_id, topic_prefix=prefix,
+        cfg, summary = kafka_runs.produce(
+            sandbox.settings.endpoints().kafka_bootstrap, tmp_path / f"ledger-{run_id}", faults=faults, sites=sites,
+            join=join, sessions=sessions, rate=rate, duration=duration, snapshot_every=25, seed=seed, run_id=run_id,
+            topic_prefix=prefix or kafka_runs.fresh_prefix(),
         )  # fmt: skip
-        summary = Runner(cfg).run()
         assert summary.error is None, summary.error
-        return prefix, ledger, summary
+        return cfg.topic_prefix, cfg.ledger, summary
 
     return run
 

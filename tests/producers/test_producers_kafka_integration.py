@@ -20,10 +20,9 @@ from confluent_kafka.admin import AdminClient
 
 from producers.contract import ContractError, decode
 from producers.expected import expected_sessions
-from producers.faults import parse_fault
 from producers.kafka import TOPIC_MAX_MESSAGE_BYTES, read_partition
 from producers.ledger import S3Target, read_ledger
-from producers.run import RunConfig, Runner
+from tests.kafka_runs import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -43,11 +42,6 @@ FAULTS = [
     "crash:sites=fleet-2:sessions=0:at=250",
     "burst:sites=warehouse-0:at=100:size=200",
 ]
-
-
-@pytest.fixture(scope="module")
-def bootstrap(sandbox) -> str:
-    return sandbox.settings.endpoints().kafka_bootstrap
 
 
 def read_all(bootstrap: str, prefix: str, deadline_s: float = 60.0) -> list[tuple[str, int, int, bytes, bytes]]:
@@ -89,22 +83,11 @@ def read_all(bootstrap: str, prefix: str, deadline_s: float = 60.0) -> list[tupl
 
 
 def test_a_faulty_run_lands_in_kafka_exactly_as_the_ledger_says(bootstrap: str, tmp_path: Path) -> None:
-    prefix = f"itest-{uuid.uuid4().hex[:8]}-"
-    cfg = RunConfig(
-        ledger=str(tmp_path / "ledger"),
-        bootstrap=bootstrap,
-        sites=2,
-        join=1,
-        sessions=2,
-        rate=1500.0,
-        duration=20.0,
-        session_length=400,
-        snapshot_every=100,
-        seed=7,
-        topic_prefix=prefix,
-        faults=tuple(parse_fault(f) for f in FAULTS),
-    )
-    summary = Runner(cfg).run()
+    cfg, summary = produce(
+        bootstrap, tmp_path / "ledger", faults=FAULTS, sites=2, join=1, sessions=2, rate=1500.0, duration=20.0,
+        session_length=400, snapshot_every=100, seed=7,
+    )  # fmt: skip
+    prefix = cfg.topic_prefix
     assert summary.stopped == "completed", summary.text()
     df = read_ledger(cfg.ledger)
     assert set(df["outcome"]) == {"ok", "not-sent"}, df["error"].dropna().unique()
@@ -142,18 +125,8 @@ def test_a_faulty_run_lands_in_kafka_exactly_as_the_ledger_says(bootstrap: str, 
 
 
 def test_topics_are_created_with_the_partitions_and_the_size_limit_asked_for(bootstrap: str, tmp_path: Path) -> None:
-    prefix = f"itest-{uuid.uuid4().hex[:8]}-"
-    cfg = RunConfig(
-        ledger=str(tmp_path / "l"),
-        bootstrap=bootstrap,
-        sites=1,
-        sessions=1,
-        session_length=5,
-        partitions=4,
-        topic_prefix=prefix,
-        rows=5,
-    )
-    Runner(cfg).run()
+    cfg, _ = produce(bootstrap, tmp_path / "l", sites=1, sessions=1, session_length=5, partitions=4, rows=5)
+    prefix = cfg.topic_prefix
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = f"{prefix}warehouse-0"
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4
@@ -167,18 +140,9 @@ def test_a_ledger_can_live_in_the_sandboxs_object_storage(sandbox, bootstrap: st
     st = sandbox.settings
     s3 = S3Target(endpoint=st.endpoints().s3_endpoint, access_key=st.s3_access_key, secret_key=st.s3_secret_key)
     location = f"s3a://{st.bucket}/itest-ledgers/{uuid.uuid4().hex[:8]}"
-    cfg = RunConfig(
-        ledger=location,
-        s3=s3,
-        bootstrap=bootstrap,
-        sites=1,
-        sessions=1,
-        session_length=50,
-        rows=10,
-        topic_prefix=f"itest-{uuid.uuid4().hex[:8]}-",
-        faults=(parse_fault("drop:at=5"),),
-    )
-    summary = Runner(cfg).run()
+    _, summary = produce(
+        bootstrap, location, faults=["drop:at=5"], s3=s3, sites=1, sessions=1, session_length=50, rows=10
+    )  # fmt: skip
     df = read_ledger(location, s3=s3)
     assert len(df) == summary.rows == 51
     assert df.attrs["run"]["faults"] == ["drop:1.0:at=5"]
