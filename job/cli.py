@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-fail-on-data-loss", action="store_true", help="continue when Kafka lost offsets")
     run.add_argument("--trigger", default="5 seconds", help="micro-batch interval, or available-now")
     run.add_argument("--idle-timeout", type=int, default=600, help="seconds before an idle session expires")
+    run.add_argument("--operator", default="transformWithStateInPandas",
+                     help="transformWithStateInPandas (default) | applyInPandasWithState, to compare")  # fmt: skip
     run.add_argument("--until-drained", action="store_true", help="stop once everything now in Kafka is processed")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
     verify = sub.add_parser("verify", help="compare the lake with the producers' ledger")
@@ -71,11 +73,12 @@ def _run(args, settings) -> int:
         checkpoint=args.checkpoint.resolve() if args.checkpoint else None,
         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
+        operator=args.operator,
     )  # fmt: skip
     from job import pipeline
     from sandbox.spark import driver_log, spark_session
 
-    print(f"[job] policy={cfg.policy} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
+    print(f"[job] policy={cfg.policy} operator={cfg.operator} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
     spark = spark_session(settings, cfg.name)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)

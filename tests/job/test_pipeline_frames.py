@@ -115,3 +115,20 @@ def test_the_shim_gives_the_serializer_integer_offsets():
     assert info[1] is None
     assert (info[0]["startOffset"], info[0]["numRows"]) == (0, 5)
     assert all(type(info[0][f]) is int for f in ("startOffset", "numRows"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--operator", "flatMapGroupsWithState"], "operator='flatMapGroupsWithState'"),
+        (["--policy", "lenient"], "policy='lenient'"),
+        (["--trigger", "soon"], "trigger='soon'"),
+    ],
+)
+def test_job_cli_refuses_bad_flags_with_exit_2_before_any_spark(argv, named, capsys, tmp_path):
+    from job.cli import main
+
+    assert main(["run", "--checkpoint", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: job config ") and named in err
+    assert "[job]" not in err  # nothing started
