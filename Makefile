@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick up down status bench clean
+.PHONY: bootstrap demo test test-quick up down status bench bench-job clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -32,6 +32,9 @@ status: bootstrap
 
 bench: bootstrap
 	$(BIN)/python bench/startup.py
+
+bench-job: bootstrap
+	$(BIN)/python bench/job_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,430 @@
+"""Job benchmark: the ordered stateful job on the embedded sandbox next to the single-process baseline.
+
+One run reports, on the same machine and the same input:
+
+  backlog  ``--messages`` records (no faults, fixed seed) are produced first. Then the
+           baseline consumer (job/baseline.py) and the Spark job, once per stateful
+           operator, each read all of them from the earliest offset (available-now,
+           ``--max-offsets`` per micro-batch). Figures: records/s end to end (query start
+           to last batch committed) and in steady state (batches after the first, which
+           pays the Python workers' start), and the ratio to the baseline. Every output is
+           checked against the ledger; a run that does not verify is reported as such.
+  live     producers send ``--rate`` msg/s for ``--duration`` s while the job runs with a
+           processing-time trigger (once per operator); then the same input (same seed,
+           fresh topics) while the baseline runs. Latency of a record = output visible - event time (the
+           ledger's ``ts``). For the job, "visible" is when the file sink wrote the
+           ``_spark_metadata/<batch>`` entry that lists the record's output file: a Spark
+           reader sees the record from then on. For the baseline it is when its
+           micro-batch's outputs were kept in memory: a lower bound, it writes no files.
+
+The row-based ``transformWithState`` (Spark 4.1) is reported as unavailable when this
+PySpark has none; sandbox/versions.py says why the sandbox stays on 4.0.0.
+
+    .venv/bin/python bench/job_bench.py                       # about 10 minutes on 2 cores
+    .venv/bin/python bench/job_bench.py --messages 5000 --duration 20 --skip-warmup   # a quick look
+
+It uses its own sandbox (state ``.sandbox-bench``, ports +20000) unless ``OSL_STATE_DIR`` /
+``OSL_PORT_OFFSET`` say otherwise, and leaves it running (``python -m sandbox down``).
+Figures go to stdout, ``bench/results/job-<run>.json`` and, with matplotlib, a latency
+plot ``bench/results/job-<run>-latency.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
+os.environ.setdefault("OSL_PORT_OFFSET", "20000")
+os.environ.setdefault("OSL_BACKEND", "local")
+
+OPERATORS = ("transformWithStateInPandas", "applyInPandasWithState")
+RESULTS = ROOT / "bench" / "results"
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+@dataclass
+class Throughput:
+    name: str
+    records: int
+    wall_s: float
+    batches: int = 1
+    steady_records: int = 0
+    steady_s: float = 0.0
+    verified: bool | None = None
+    verdict: str = ""
+
+    @property
+    def per_s(self) -> float:
+        return self.records / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def steady_per_s(self) -> float | None:
+        return self.steady_records / self.steady_s if self.steady_s > 0 else None
+
+
+@dataclass
+class Latency:
+    name: str
+    records: int
+    measured: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    values_ms: list[float] = field(default_factory=list, repr=False)
+
+
+# ----------------------------------------------------------------------------- input
+
+
+def produce(settings, work: Path, prefix: str, *, seed: int, messages: int | None = None,
+            rate: float = 50_000.0, duration: float = 3600.0) -> str:  # fmt: skip
+    """Run the producers without faults; ``messages`` fixes the total, otherwise rate x duration."""
+    from producers.run import RunConfig, Runner
+
+    sites, sessions = 4, 2
+    ledger = str(work / prefix.strip("-") / "ledger")
+    length = max(10, messages // (sites * sessions) - 1) if messages else None
+    cfg = RunConfig(
+        ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=sites, sessions=sessions,
+        rate=rate, duration=duration, session_length=length, seed=seed, topic_prefix=prefix,
+    )  # fmt: skip
+    summary = Runner(cfg).run()
+    if summary.stopped not in ("completed", "duration") or summary.outcomes.get("ok", 0) == 0:
+        raise RuntimeError(f"the producers did not finish cleanly: {summary.text()}")
+    say(f"produced {summary.outcomes.get('ok', 0)} records to {prefix}* in {summary.elapsed_s:.1f}s")
+    return ledger
+
+
+def ledger_ok(ledger: str) -> pd.DataFrame:
+    from producers.ledger import read_ledger
+
+    frame = read_ledger(ledger)
+    frame = frame[frame["outcome"] == "ok"]
+    return pd.DataFrame({
+        "topic": frame["topic"].astype(str), "partition": frame["partition"].astype("int64"),
+        "offset": frame["offset"].astype("int64"), "ts": frame["ts"].astype("int64"),
+    })  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def run_baseline_backlog(settings, prefix: str, ledger: str) -> Throughput:
+    from job.baseline import BaselineConfig, end_offsets, run_baseline
+    from job.verify import check
+    from producers.ledger import read_ledger
+
+    bootstrap = settings.endpoints().kafka_bootstrap
+    result = run_baseline(BaselineConfig(bootstrap=bootstrap, topic_prefix=prefix, end_offsets=end_offsets(bootstrap, prefix)))
+    report = check(read_ledger(ledger), result.rows, result.quarantine, result.sessions, policy="resync")
+    return Throughput("baseline (1 Python process)", result.records, result.elapsed_s, result.batches,
+                      verified=report.ok, verdict=_verdict(report))  # fmt: skip
+
+
+def _verdict(report) -> str:
+    return report.summary().splitlines()[0].split(": ", 1)[-1]
+
+
+def job_config(settings, name: str, prefix: str, **overrides):
+    from job.cli import job_config as sandbox_job_config
+
+    return sandbox_job_config(
+        settings, output=f"s3a://{settings.bucket}/bench/{name}", checkpoint=settings.checkpoint_root / "bench" / name,
+        topic_prefix=prefix, raw_archive=False, name=name, **overrides,
+    )  # fmt: skip
+
+
+def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int, tag: str,
+                    verify: bool = True) -> Throughput:  # fmt: skip
+    from job import pipeline
+    from job.verify_spark import verify_lake
+
+    cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
+                     max_offsets_per_trigger=max_offsets)  # fmt: skip
+    started = time.monotonic()
+    (query,) = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+    query.awaitTermination()
+    wall = time.monotonic() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"{operator}: the query failed: {query.exception()}")
+    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    steady = batches[1:]
+    out = Throughput(
+        f"job, {operator}", sum(p["numInputRows"] for p in batches), wall, len(batches),
+        sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
+    )  # fmt: skip
+    if verify:
+        report = verify_lake(settings, ledger=ledger, lake=cfg.output, policy=cfg.policy, spark=spark)
+        out.verified, out.verdict = report.ok, _verdict(report)
+    return out
+
+
+def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, seed: int, rate: float, duration: float,
+                 trigger: str, tag: str) -> Latency:  # fmt: skip
+    from job import pipeline
+
+    cfg = job_config(settings, f"{tag}-live-{operator}", prefix, trigger=trigger, operator=operator)
+    bootstrap = settings.endpoints().kafka_bootstrap
+    queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
+    deadline = time.monotonic() + 120
+    while queries[0].lastProgress is None:  # the first (empty) batch: the query is up
+        if queries[0].exception() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the live query did not start: {queries[0].exception() or 'no progress in 120 s'}")
+        queries[0].awaitTermination(0.5)
+    say(f"job query up; producing {rate:.0f} msg/s for {duration:.0f}s")
+    started = time.monotonic()
+    ledger = produce(settings, work, prefix, seed=seed, rate=rate, duration=duration)
+    pipeline.drain(queries, bootstrap=bootstrap, topic_prefix=prefix, timeout_s=900, progress=say)
+    wall = time.monotonic() - started
+    visible = sink_visibility(settings, cfg.sessions_path)
+    say(f"  drained {wall:.0f}s after the producers started")
+    return latencies(f"job, {operator}", ledger_ok(ledger), visible)
+
+
+def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: float, duration: float) -> Latency:
+    from job.baseline import BaselineConfig, run_baseline
+
+    seen: list[tuple[str, int, int, int]] = []
+
+    def on_batch(records) -> None:
+        now = int(time.time() * 1000)
+        seen.extend((r.topic, r.partition, r.offset, now) for r in records)
+
+    result: dict[str, object] = {}
+    config = BaselineConfig(bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix, idle_s=10.0,
+                            deadline_s=duration + 300)  # fmt: skip
+    consumer = threading.Thread(target=lambda: result.update(r=run_baseline(config, on_batch=on_batch)), daemon=True)
+    consumer.start()
+    say(f"baseline consuming; producing {rate:.0f} msg/s for {duration:.0f}s")
+    ledger = produce(settings, work, prefix, seed=seed, rate=rate, duration=duration)
+    consumer.join()
+    if "r" not in result:
+        raise RuntimeError("the baseline consumer stopped without a result; see the messages above")
+    visible = pd.DataFrame(seen, columns=["topic", "partition", "offset", "visible_ms"])
+    return latencies("baseline (1 Python process)", ledger_ok(ledger), visible)
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def sink_visibility(settings, sessions_path: str) -> pd.DataFrame:
+    """(topic, partition, offset, visible_ms) for every record with a row in the file sink's output.
+
+    A file becomes visible when the first ``_spark_metadata`` log entry listing it is
+    written (compacted entries repeat earlier files; the earliest entry counts).
+    """
+    import pyarrow.parquet as pq
+
+    from sandbox.health import s3_client
+
+    s3 = s3_client(settings)
+    url = urlparse(sessions_path)
+    bucket, root = url.netloc, url.path.lstrip("/").rstrip("/")
+    first_seen: dict[str, int] = {}
+    paginator = s3.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=f"{root}/_spark_metadata/"):
+        for obj in page.get("Contents", []):
+            if not re.fullmatch(r"\d+(\.compact)?", obj["Key"].rsplit("/", 1)[-1]):
+                continue
+            written = int(obj["LastModified"].timestamp() * 1000)
+            for line in s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode().splitlines()[1:]:
+                entry = json.loads(line)
+                if entry.get("action", "add") == "add":
+                    first_seen[entry["path"]] = min(written, first_seen.get(entry["path"], written))
+    parts = []
+    for path, written in first_seen.items():
+        topic = re.search(r"/topic=([^/]+)/", path)
+        key = urlparse(path).path.lstrip("/")
+        table = pq.read_table(io.BytesIO(s3.get_object(Bucket=bucket, Key=key)["Body"].read()), columns=["partition", "offset"])
+        frame = table.to_pandas().dropna()
+        frame["topic"] = unquote(topic.group(1)) if topic else ""
+        frame["visible_ms"] = written
+        parts.append(frame)
+    if not parts:
+        return pd.DataFrame(columns=["topic", "partition", "offset", "visible_ms"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def latencies(name: str, ledger: pd.DataFrame, visible: pd.DataFrame) -> Latency:
+    """Per record: the earliest moment one of its outputs was visible, minus its event time."""
+    visible = visible.astype({"partition": "int64", "offset": "int64", "visible_ms": "int64"})
+    first = visible.groupby(["topic", "partition", "offset"], as_index=False)["visible_ms"].min()
+    joined = ledger.merge(first, on=["topic", "partition", "offset"], how="inner")
+    values = (joined["visible_ms"] - joined["ts"]).to_numpy(dtype=float)
+    if len(values) == 0:
+        raise RuntimeError(f"{name}: no record of the ledger has a visible output; nothing to measure")
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return Latency(name, len(ledger), len(values), p50, p90, p99, float(values.max()), values.tolist())
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def row_based_api() -> str:
+    from pyspark.sql.group import GroupedData
+
+    import pyspark
+
+    if hasattr(GroupedData, "transformWithState"):
+        return f"present in PySpark {pyspark.__version__}, but the job has no Row-based operator yet"
+    return f"unavailable: PySpark {pyspark.__version__} has no GroupedData.transformWithState (Spark 4.1+)"
+
+
+def plot(path: Path, curves: list[Latency]) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    for curve in curves:
+        values = np.sort(np.asarray(curve.values_ms)) / 1000
+        ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=f"{curve.name} (p99 {curve.p99_ms / 1000:.1f}s)")
+    ax.set_xscale("log")
+    ax.set_xlabel("event time -> output visible (s, log)")
+    ax.set_ylabel("fraction of records")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize="small")  # below: curves span the plot
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=20_000, help="backlog size (default 20000)")
+    parser.add_argument("--max-offsets", type=int, default=5_000, help="maxOffsetsPerTrigger for the backlog runs")
+    parser.add_argument("--rate", type=float, default=200.0, help="live phase: messages per second (default 200)")
+    parser.add_argument("--duration", type=float, default=60.0, help="live phase: seconds of producing (default 60)")
+    parser.add_argument("--trigger", default="1 second", help="live phase: the job's trigger interval")
+    parser.add_argument("--operators", default=",".join(OPERATORS), help="backlog phase: operators to run")
+    parser.add_argument("--skip-backlog", action="store_true")
+    parser.add_argument("--skip-live", action="store_true")
+    parser.add_argument("--skip-warmup", action="store_true", help="no untimed warm-up run of the Spark application")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args()
+    operators = [o.strip() for o in args.operators.split(",") if o.strip()]
+    unknown = sorted(set(operators) - set(OPERATORS))
+    if unknown or args.messages < 100 or args.rate <= 0 or args.duration <= 0:
+        parser.error(f"--operators takes {', '.join(OPERATORS)}; --messages >= 100; --rate, --duration > 0 (got {unknown or args})")
+
+    from producers.run import new_run_id
+    from sandbox import SandboxError, Settings, open_sandbox
+    from sandbox.spark import driver_log, spark_session
+
+    settings = Settings.from_env()
+    run = new_run_id()
+    work = RESULTS / f"job-{run}"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        say(f"sandbox: {settings.state_dir} (ports +{os.environ['OSL_PORT_OFFSET']})")
+        open_sandbox(settings).up()
+    except SandboxError as exc:
+        print(f"bench: the sandbox did not start: {exc}", file=sys.stderr)
+        return 2
+    say(f"Spark application job-bench (driver log {driver_log(settings)})")
+    spark = spark_session(settings, "job-bench")
+    cores = os.cpu_count()
+    throughput: list[Throughput] = []
+    cold: list[Throughput] = []
+    live: list[Latency] = []
+
+    if not args.skip_warmup:
+        say("warm-up: an untimed small run, so that JVM start-up and JIT are not billed to the first operator")
+        prefix = f"bench-{run}-w-"
+        ledger = produce(settings, work, prefix, seed=args.seed, messages=800)
+        for operator in operators:
+            cold.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets,
+                                        tag=f"{run}-warm", verify=False))  # fmt: skip
+            say(f"  {operator}: {cold[-1].wall_s:.1f}s")
+
+    if not args.skip_backlog:
+        prefix = f"bench-{run}-b-"
+        say(f"backlog: producing {args.messages} records")
+        ledger = produce(settings, work, prefix, seed=args.seed, messages=args.messages)
+        say("backlog: baseline")
+        throughput.append(run_baseline_backlog(settings, prefix, ledger))
+        say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
+        for operator in operators:
+            say(f"backlog: job with {operator}")
+            throughput.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets, tag=run))
+            say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
+
+    if not args.skip_live:
+        for n, operator in enumerate(operators):
+            say(f"live: job with {operator}, trigger {args.trigger}")
+            live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
+                                     rate=args.rate, duration=args.duration, trigger=args.trigger, tag=run))  # fmt: skip
+        say("live: baseline")
+        live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration))
+    spark.stop()
+
+    import pyspark
+
+    print(f"\njob benchmark {run}: {cores} cores, PySpark {pyspark.__version__}, Spark standalone with "
+          f"{settings.spark_workers} workers, RocksDB state store, policy resync, no faults")  # fmt: skip
+    if throughput:
+        base = throughput[0]
+        print(f"\nthroughput, backlog of {base.records} records (maxOffsetsPerTrigger {args.max_offsets}, raw archive off)")
+        print(f"  {'':<38}{'records':>8}{'batches':>8}{'wall s':>8}{'rec/s':>9}{'steady rec/s':>14}{'vs baseline':>13}  verified")
+        for t in throughput:
+            steady = f"{t.steady_per_s:,.0f}" if t.steady_per_s else "-"
+            print(f"  {t.name:<38}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
+                  f"{t.per_s / base.per_s:>12.3f}x  {'yes' if t.verified else 'NO'}")  # fmt: skip
+        print("  verifier: " + "; ".join(f"{t.name}: {t.verdict}" for t in throughput))
+        print(f"  {'job, transformWithState (Row-based)':<38}{row_based_api()}")
+    if cold:
+        print("\ncold start, the first queries of a fresh Spark application (the warm-up; JVM, JIT, Python workers):")
+        for t in cold:
+            print(f"  {t.name:<38}{t.records:>8} records in {t.wall_s:.1f}s")
+    if live:
+        print(f"\nlatency, event time -> output visible, {args.rate:.0f} msg/s for {args.duration:.0f}s (job trigger {args.trigger})")
+        print(f"  {'':<38}{'records':>8}{'measured':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}{'p50 vs baseline':>17}")
+        base_p50 = live[-1].p50_ms
+        for lat in live:
+            print(f"  {lat.name:<38}{lat.records:>8}{lat.measured:>9}{lat.p50_ms:>9.0f}{lat.p90_ms:>9.0f}{lat.p99_ms:>9.0f}"
+                  f"{lat.max_ms:>9.0f}{lat.p50_ms / max(base_p50, 1e-9):>16.1f}x")  # fmt: skip
+        print("  (job: when the _spark_metadata entry listing the output file was written; baseline: in memory, a lower bound)")
+    report = {
+        "run": run, "cores": cores, "pyspark": pyspark.__version__, "args": vars(args),
+        "throughput": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in throughput],
+        "cold_start": [asdict(t) for t in cold],
+        "latency": [{k: v for k, v in asdict(lat).items() if k != "values_ms"} for lat in live],
+        "transformWithState": row_based_api(),
+    }  # fmt: skip
+    out = RESULTS / f"job-{run}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"\nreport: {out}")
+    if live and (png := plot(RESULTS / f"job-{run}-latency.png", live)):
+        print(f"plot:   {png}")
+    unverified = [t for t in throughput if t.verified is False]
+    if unverified:
+        print("\nsome outputs did not verify: " + "; ".join(f"{t.name}: {t.verdict}" for t in unverified), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

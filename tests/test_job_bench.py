@@ -1,0 +1,46 @@
+"""The job benchmark's latency arithmetic (pure pandas; the benchmark itself is bench/job_bench.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+
+@pytest.fixture(scope="module")
+def job_bench():
+    path = Path(__file__).resolve().parent.parent / "bench" / "job_bench.py"
+    spec = importlib.util.spec_from_file_location("job_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["job_bench"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("job_bench", None)
+
+
+def test_latency_is_the_earliest_visible_output_minus_event_time(job_bench):
+    ledger = pd.DataFrame({"topic": ["t", "t", "t"], "partition": [0, 0, 1], "offset": [0, 1, 0], "ts": [1000, 1000, 5000]})
+    visible = pd.DataFrame(
+        {
+            # offset 0 has two output rows (a snapshot's row changes) in files visible at 1500 and 1900
+            "topic": ["t", "t", "t", "t"],
+            "partition": [0, 0, 0, 1],
+            "offset": [0, 0, 1, 0],
+            "visible_ms": [1900, 1500, 3000, 5100],
+        }
+    )
+    lat = job_bench.latencies("job", ledger, visible)
+    assert sorted(lat.values_ms) == [100.0, 500.0, 2000.0]
+    assert (lat.records, lat.measured, lat.max_ms, lat.p50_ms) == (3, 3, 2000.0, 500.0)
+
+
+def test_records_without_output_are_counted_but_not_measured(job_bench):
+    ledger = pd.DataFrame({"topic": ["t", "t"], "partition": [0, 0], "offset": [0, 1], "ts": [0, 0]})
+    visible = pd.DataFrame({"topic": ["t"], "partition": [0], "offset": [1], "visible_ms": [40]})
+    lat = job_bench.latencies("job", ledger, visible)
+    assert (lat.records, lat.measured, lat.values_ms) == (2, 1, [40.0])
+    with pytest.raises(RuntimeError, match="no record of the ledger has a visible output"):
+        job_bench.latencies("job", ledger, visible.iloc[0:0])
