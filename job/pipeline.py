@@ -153,7 +153,8 @@ def _make_group_function(policy: str, window: int, idle_timeout_ms: int | None):
     from job import spark_compat  # unpickling on_group in a worker imports it: see its docstring
 
     def on_group(key, frames, state) -> Iterator[pd.DataFrame]:
-        assert spark_compat.installed()
+        if not spark_compat.installed():  # the reference is what imports the shim in a worker
+            raise RuntimeError("job.spark_compat did not patch PySpark's applyInPandasWithState serializer")
         now = state.getCurrentProcessingTimeMs()
         stored = state.get[0] if state.exists else None
         if state.hasTimedOut:
@@ -262,22 +263,14 @@ def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
 
 
 def end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -> dict[str, dict[str, int]]:
-    """High watermarks of every topic with the prefix, as {topic: {partition: offset}}."""
-    from confluent_kafka import Consumer, TopicPartition
+    """High watermarks of every topic with the prefix, as {topic: {partition: offset}}: the
+    baseline's, in the shape of the Kafka source's progress offsets."""
+    from job.baseline import end_offsets as high_watermarks
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "osl-job-drain", "enable.auto.commit": False})
-    try:
-        meta = consumer.list_topics(timeout=timeout_s)
-        out: dict[str, dict[str, int]] = {}
-        for topic, tmeta in meta.topics.items():
-            if not topic.startswith(topic_prefix):
-                continue
-            for p in tmeta.partitions:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-                out.setdefault(topic, {})[str(p)] = high
-        return out
-    finally:
-        consumer.close()
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), high in high_watermarks(bootstrap, topic_prefix, timeout_s=timeout_s).items():
+        out.setdefault(topic, {})[str(partition)] = high
+    return out
 
 
 def caught_up(query, targets: dict[str, dict[str, int]]) -> bool:
