@@ -17,9 +17,6 @@ One run reports, on the same machine and the same input:
            reader sees the record from then on. For the baseline it is when its
            micro-batch's outputs were kept in memory: a lower bound, it writes no files.
 
-The row-based ``transformWithState`` (Spark 4.1) is reported as unavailable when this
-PySpark has none; sandbox/versions.py says why the sandbox stays on 4.0.0.
-
     .venv/bin/python bench/job_bench.py                       # about 10 minutes on 2 cores
     .venv/bin/python bench/job_bench.py --messages 5000 --duration 20 --skip-warmup   # a quick look
 
@@ -52,7 +49,8 @@ os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
 os.environ.setdefault("OSL_PORT_OFFSET", "20000")
 os.environ.setdefault("OSL_BACKEND", "local")
 
-OPERATORS = ("transformWithStateInPandas", "applyInPandasWithState")
+from job.config import OPERATORS  # noqa: E402  (after the sandbox variables above)
+
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -279,16 +277,6 @@ def latencies(name: str, ledger: pd.DataFrame, visible: pd.DataFrame) -> Latency
 # ----------------------------------------------------------------------------- report
 
 
-def row_based_api() -> str:
-    from pyspark.sql.group import GroupedData
-
-    import pyspark
-
-    if hasattr(GroupedData, "transformWithState"):
-        return f"present in PySpark {pyspark.__version__}, but the job has no Row-based operator yet"
-    return f"unavailable: PySpark {pyspark.__version__} has no GroupedData.transformWithState (Spark 4.1+)"
-
-
 def plot(path: Path, curves: list[Latency]) -> Path | None:
     try:
         import matplotlib
@@ -394,7 +382,6 @@ def main() -> int:
             print(f"  {t.name:<38}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
                   f"{t.per_s / base.per_s:>12.3f}x  {'yes' if t.verified else 'NO'}")  # fmt: skip
         print("  verifier: " + "; ".join(f"{t.name}: {t.verdict}" for t in throughput))
-        print(f"  {'job, transformWithState (Row-based)':<38}{row_based_api()}")
     if cold:
         print("\ncold start, the first queries of a fresh Spark application (the warm-up; JVM, JIT, Python workers):")
         for t in cold:
@@ -412,7 +399,6 @@ def main() -> int:
         "throughput": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in throughput],
         "cold_start": [asdict(t) for t in cold],
         "latency": [{k: v for k, v in asdict(lat).items() if k != "values_ms"} for lat in live],
-        "transformWithState": row_based_api(),
     }  # fmt: skip
     out = RESULTS / f"job-{run}.json"
     out.write_text(json.dumps(report, indent=2))

@@ -47,7 +47,7 @@ def main() -> int:
 
     jar_dir = Path(os.environ["OSL_CACHE_DIR"]) / "jars" / f"spark-job-{versions.PYSPARK}"
     jars = {p.name for p in jar_dir.glob("*.jar")}
-    for group, artifact, version in versions.spark_job_packages():
+    for group, artifact, version in versions.spark_job_packages() + versions.spark_job_intransitive():
         if f"{artifact}-{version}.jar" not in jars:
             problems.append(f"{group}:{artifact}:{version} is not baked into {jar_dir}")
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from job.config import JobConfig, Policy
+from job.config import OPERATORS, JobConfig, Policy
 from job.errors import JobError
 
 
@@ -26,8 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-fail-on-data-loss", action="store_true", help="continue when Kafka lost offsets")
     run.add_argument("--trigger", default="5 seconds", help="micro-batch interval, or available-now")
     run.add_argument("--idle-timeout", type=int, default=600, help="seconds before an idle session expires")
-    run.add_argument("--operator", default="transformWithStateInPandas",
-                     help="transformWithStateInPandas (default) | applyInPandasWithState, to compare")  # fmt: skip
+    run.add_argument("--operator", default=JobConfig.operator,
+                     help=f"{' | '.join(OPERATORS)} (default: {JobConfig.operator})")  # fmt: skip
     run.add_argument("--until-drained", action="store_true", help="stop once everything now in Kafka is processed")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
     verify = sub.add_parser("verify", help="compare the lake with the producers' ledger")

@@ -11,9 +11,11 @@ from job.errors import JobError
 from job.session import Policy
 
 StartingOffsets = Literal["earliest", "latest"]
-#: The Python arbitrary-stateful operators of PySpark 4.0 the job can run on. The row-based
-#: ``transformWithState`` arrived in Spark 4.1, which this sandbox cannot pin (sandbox/versions.py).
-Operator = Literal["transformWithStateInPandas", "applyInPandasWithState"]
+#: The Python arbitrary-stateful operators the job can run on, all calling the same
+#: per-session function: the Row-based ``transformWithState`` (Spark 4.1+),
+#: ``transformWithStateInPandas`` (4.0+) and the older ``applyInPandasWithState`` (3.4+).
+Operator = Literal["transformWithState", "transformWithStateInPandas", "applyInPandasWithState"]
+OPERATORS: tuple[Operator, ...] = get_args(Operator)
 
 _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
 

@@ -4,7 +4,8 @@
              every ``topic_discovery_ms`` without a restart)
     group    by session id (the Kafka key; keyless records go to a per-topic pseudo-session
              that quarantines them)
-    operator transformWithStateInPandas (or, to compare, applyInPandasWithState), RocksDB
+    operator transformWithState (Row-based), transformWithStateInPandas or applyInPandasWithState
+             (``JobConfig.operator``; the same per-session function under each), RocksDB
              state store, processing-time timers that expire idle sessions. Spark does not order rows within a group, so each batch's
              rows are sorted by (partition, offset) before the pure state machine sees them.
     sink     one Parquet file sink partitioned by (output, topic); a second query archives the
@@ -75,46 +76,88 @@ def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
     return {"output": "sessions", **record, "processed_ms": processed_ms}
 
 
-def apply_batch(previous: str | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
-    """One session's micro-batch, whichever Spark operator calls it.
-
-    ``previous`` is the session's state as stored (JSON) or None; the rows arrive in any
-    order, so they are sorted by (partition, offset) here. Returns the new state (JSON)
-    and the output frame in the union schema.
-    """
+def _records(rows: Iterable[Any]):
+    """``job.session.Record`` values in (partition, offset) order, from rows with the source's
+    columns (pandas itertuples or Spark Rows: anything with those attributes)."""
     from job import session as sm
 
-    batch = pd.concat(list(frames), ignore_index=True).sort_values(["partition", "offset"], kind="stable")
     records = [
         sm.Record(
             topic=r.topic, partition=int(r.partition), offset=int(r.offset),
             key=None if r.key_missing else r.session_key, value=r.value,
             kafka_ts_ms=int(r.kafka_ts_ms),
         )
-        for r in batch.itertuples(index=False)
+        for r in rows
     ]  # fmt: skip
+    records.sort(key=lambda rec: (rec.partition, rec.offset))
+    return records
+
+
+def apply_records(previous: str | None, rows: Iterable[Any], *, policy: str, window: int, now_ms: int):
+    """One session's micro-batch, whichever Spark operator calls it.
+
+    ``previous`` is the session's state as stored (JSON) or None; ``rows`` carry the source's
+    columns in any order (Spark does not order rows within a group), so they are sorted by
+    (partition, offset) here. Returns the new state (JSON) and the output rows (dicts in the
+    union schema).
+    """
+    from job import session as sm
+
     state = None if previous is None else sm.SessionState.from_json(previous)
-    step = sm.step(state, records, policy=policy, window=window)
-    return step.state.to_json(), _union_frame(step_to_rows(step, now_ms))
+    step = sm.step(state, _records(rows), policy=policy, window=window)
+    return step.state.to_json(), step_to_rows(step, now_ms)
 
 
-def expire_session(previous: str | None, *, now_ms: int) -> pd.DataFrame | None:
+def apply_batch(previous: str | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
+    """:func:`apply_records` for the pandas operators: frames in, one union-schema frame out."""
+    batch = pd.concat(list(frames), ignore_index=True)
+    state, rows = apply_records(previous, batch.itertuples(index=False), policy=policy, window=window, now_ms=now_ms)
+    return state, _union_frame(rows)
+
+
+def expire_rows(previous: str | None, *, now_ms: int) -> list[dict[str, Any]]:
     """An idle session's timer fired: records still held for reordering are quarantined,
     never dropped silently, and the session's last status row says ``expired``."""
     from job import session as sm
 
     if previous is None:
-        return None
+        return []
     flushed = sm.flush(sm.SessionState.from_json(previous))
-    return _union_frame(step_to_rows(flushed, now_ms)[:-1] + [status_row(sm.expire(flushed.state), now_ms)])
+    return step_to_rows(flushed, now_ms)[:-1] + [status_row(sm.expire(flushed.state), now_ms)]
 
 
-def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
-    """The operator for ``transformWithStateInPandas`` (the job's default)."""
+def expire_session(previous: str | None, *, now_ms: int) -> pd.DataFrame | None:
+    """:func:`expire_rows` as a union-schema frame, or None when there was no state."""
+    rows = expire_rows(previous, now_ms=now_ms)
+    return _union_frame(rows) if rows else None
+
+
+def _make_processor(policy: str, window: int, idle_timeout_ms: int | None, *, row_based: bool):
+    """The operator for ``transformWithState`` (``row_based``: Spark Rows in and out, no
+    Arrow-to-pandas conversion, Spark 4.1+) or ``transformWithStateInPandas`` (frames)."""
+    from pyspark.sql import Row
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import StringType, StructField, StructType
 
     state_schema = StructType([StructField("json", StringType(), True)])
+    columns = [name for name, _ in lake.UNION_COLUMNS]
+    union_row = Row(*columns)
+
+    def as_rows(rows: list[dict[str, Any]]) -> list[Any]:
+        return [union_row(*(row.get(name) for name in columns)) for row in rows]
+
+    def apply(stored: str | None, batch, now: int) -> tuple[str, list[Any]]:
+        if row_based:
+            state, rows = apply_records(stored, batch, policy=policy, window=window, now_ms=now)
+            return state, as_rows(rows)
+        state, frame = apply_batch(stored, batch, policy=policy, window=window, now_ms=now)
+        return state, [frame]
+
+    def expired(stored: str | None, now: int) -> list[Any]:
+        if row_based:
+            return as_rows(expire_rows(stored, now_ms=now))
+        frame = expire_session(stored, now_ms=now)
+        return [] if frame is None else [frame]
 
     class SessionProcessor(StatefulProcessor):
         """Feeds one session's records, in offset order, to the pure state machine."""
@@ -126,21 +169,20 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
         def _stored(self) -> str | None:
             return self.state.get()[0] if self.state.exists() else None
 
-        def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        def handleInputRows(self, key, rows, timerValues) -> Iterator[Any]:
             now = timerValues.getCurrentProcessingTimeInMs()
-            state, frame = apply_batch(self._stored(), rows, policy=policy, window=window, now_ms=now)
+            state, out = apply(self._stored(), rows, now)
             self.state.update((state,))
             if idle_timeout_ms is not None:
                 for timer in list(self.handle.listTimers()):
                     self.handle.deleteTimer(timer)
                 self.handle.registerTimer(now + idle_timeout_ms)
-            yield frame
+            yield from out
 
-        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-            frame = expire_session(self._stored(), now_ms=timerValues.getCurrentProcessingTimeInMs())
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[Any]:
+            out = expired(self._stored(), timerValues.getCurrentProcessingTimeInMs())
             self.state.clear()
-            if frame is not None:
-                yield frame
+            yield from out
 
         def close(self) -> None:
             pass
@@ -150,11 +192,8 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
 
 def _make_group_function(policy: str, window: int, idle_timeout_ms: int | None):
     """The same operator for ``applyInPandasWithState`` (Spark 3.4's API, kept to compare)."""
-    from job import spark_compat  # unpickling on_group in a worker imports it: see its docstring
 
     def on_group(key, frames, state) -> Iterator[pd.DataFrame]:
-        if not spark_compat.installed():  # the reference is what imports the shim in a worker
-            raise RuntimeError("job.spark_compat did not patch PySpark's applyInPandasWithState serializer")
         now = state.getCurrentProcessingTimeMs()
         stored = state.get[0] if state.exists else None
         if state.hasTimedOut:
@@ -208,6 +247,13 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
     timers = cfg.trigger != "available-now"
     idle_ms = cfg.idle_timeout_s * 1000 if timers else None
     grouped = source.groupBy(_SESSION_KEY)
+    if cfg.operator == "transformWithState":
+        return grouped.transformWithState(
+            statefulProcessor=_make_processor(cfg.policy, cfg.window, idle_ms, row_based=True),
+            outputStructType=lake.union_ddl(),
+            outputMode="Append",
+            timeMode="ProcessingTime" if timers else "None",
+        )
     if cfg.operator == "applyInPandasWithState":
         from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -219,7 +265,7 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
             timeoutConf=GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout,
         )
     return grouped.transformWithStateInPandas(
-        statefulProcessor=_make_processor(cfg.policy, cfg.window, idle_ms),
+        statefulProcessor=_make_processor(cfg.policy, cfg.window, idle_ms, row_based=False),
         outputStructType=lake.union_ddl(),
         outputMode="Append",
         timeMode="ProcessingTime" if timers else "None",

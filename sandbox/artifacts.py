@@ -92,15 +92,22 @@ def resolve_jars(
     name: str,
     coordinates: list[tuple[str, str, str]],
     *,
+    intransitive: list[tuple[str, str, str]] = [],  # noqa: B006 (never mutated)
+    drop_provided_by_spark: bool = False,
     progress: Progress = say,
 ) -> list[Path]:
-    """Resolve ``coordinates`` with their runtime dependencies into ``cache/jars/<name>``.
+    """Resolve ``coordinates`` with their runtime dependencies, and ``intransitive`` alone,
+    into ``cache/jars/<name>``. With ``drop_provided_by_spark``, jars whose artifact the
+    pyspark distribution already ships (any version) are left out, so the class path never
+    holds two copies of a library (e.g. the SDK's netty 4.1 next to Spark's 4.2).
 
     Returns the jar paths. A directory that was completed before is reused as is.
     """
     dest = settings.cache_dir / "jars" / name
     marker = dest / _COMPLETE
-    wanted = [":".join(c) for c in coordinates]
+    wanted = [":".join(c) for c in coordinates] + [":".join(c) + "@intransitive" for c in intransitive]
+    if drop_provided_by_spark:
+        wanted.append("drop-provided-by-spark")
     if marker.exists():
         try:
             record = json.loads(marker.read_text())
@@ -115,7 +122,8 @@ def resolve_jars(
     staging.mkdir(parents=True)
     ivy_settings = _ivy_settings(settings, staging / "ivysettings.xml")
     registry = _registry_name(settings)
-    for group, artifact, version in coordinates:
+    plan = [(c, True) for c in coordinates] + [(c, False) for c in intransitive]
+    for (group, artifact, version), transitive in plan:
         coord = f"{group}:{artifact}:{version}"
         progress(f"[artifacts] resolving {coord} and its dependencies from {registry} ...")
         cmd = [
@@ -125,10 +133,16 @@ def resolve_jars(
             "-confs", "default",
             "-types", "jar", "bundle",
             "-retrieve", str(staging / "[artifact]-[revision](-[classifier]).[ext]"),
+            *([] if transitive else ["-notransitive"]),
         ]  # fmt: skip
         tail = _run_streaming(cmd, progress, _ivy_progress_line, label=coord)
         if tail is not None:
             raise ArtifactFetchError(coord, registry, _ivy_failure(tail))
+    if drop_provided_by_spark:
+        provided = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
+        for jar in staging.glob("*.jar"):
+            if _artifact_name(jar.name) in provided:
+                jar.unlink()
     jars = sorted(p.name for p in staging.glob("*.jar"))
     if not jars:
         raise ArtifactFetchError(name, registry, "the resolver finished but retrieved no jar")
@@ -139,6 +153,11 @@ def resolve_jars(
     size = sum((dest / j).stat().st_size for j in jars) / 2**20
     progress(f"[artifacts] {len(jars)} jars ({size:.0f} MiB) cached in {dest}")
     return [dest / j for j in jars]
+
+
+def _artifact_name(jar: str) -> str:
+    """``netty-codec-http-4.1.126.Final.jar`` -> ``netty-codec-http`` (the name before the version)."""
+    return re.sub(r"-\d[^-]*(-[A-Za-z][\w.-]*)?\.jar$", "", jar)
 
 
 def _ivy_progress_line(line: str) -> str | None:
@@ -198,10 +217,12 @@ def kafka_jars(settings: Settings, *, progress: Progress = say) -> list[Path]:
 
 
 def spark_job_jars(settings: Settings, *, progress: Progress = say) -> list[Path]:
-    """Jars the streaming job adds with ``spark.jars``: the Kafka source and the s3a connector."""
+    """Jars the streaming job puts on the class path: the Kafka source and the S3A connector
+    with the AWS SDK modules it uses, less what pyspark already ships."""
     return resolve_jars(
-        settings, f"spark-job-{versions.PYSPARK}", versions.spark_job_packages(), progress=progress
-    )
+        settings, f"spark-job-{versions.PYSPARK}", versions.spark_job_packages(),
+        intransitive=versions.spark_job_intransitive(), drop_provided_by_spark=True, progress=progress,
+    )  # fmt: skip
 
 
 def minio_binary(settings: Settings, *, progress: Progress = say) -> Path:

@@ -19,10 +19,10 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     the cache (every sandbox process sees the cache at the same path: this machine, or the
     shared image in compose). ``spark.jars`` would have each executor copy the 600 MB of
     them into its work directory for every application (notebook kernel, test run, demo),
-    which filled a 90 GB disk in a day. slf4j-api comes first: the AWS SDK bundle carries
-    an unshaded slf4j 1.x that would otherwise shadow Spark's and silence every log.
+    which filled a 90 GB disk in a day. None of them duplicates a jar pyspark ships
+    (``artifacts.spark_job_jars``), so nothing shadows Spark's own libraries.
     """
-    jars = sorted(artifacts.spark_job_jars(settings, progress=progress), key=lambda j: not j.name.startswith("slf4j-api-"))
+    jars = artifacts.spark_job_jars(settings, progress=progress)
     e = settings.endpoints()
     classpath = os.pathsep.join(str(j) for j in jars)
     return {
@@ -55,6 +55,12 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         "spark.hadoop.fs.s3a.secret.key": settings.s3_secret_key,
         "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
         "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        # AWS SDK v2 >= 2.30 sends new default checksums (CRC32/CRC64 trailers) that MinIO's
+        # multi-object delete refused; Hadoop 3.4.2+ keeps the old behaviour by default, and
+        # we say so explicitly so that a Hadoop upgrade cannot change it silently
+        # (tests/sandbox/test_local_backend.py deletes many objects through S3A).
+        "spark.hadoop.fs.s3a.checksum.generation": "false",
+        "spark.hadoop.fs.s3a.request.md5.header": "true",
         "spark.hadoop.fs.s3a.attempts.maximum": "3",
         "spark.hadoop.fs.s3a.connection.establish.timeout": "15s",
         "spark.hadoop.fs.s3a.connection.timeout": "30s",

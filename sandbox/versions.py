@@ -7,12 +7,13 @@ The local backend, the Dockerfile and ``docker-compose.yml`` must agree with the
 from __future__ import annotations
 
 PYTHON = "3.11"
-#: 4.0.0 is the newest Spark whose Kafka connector resolves completely from the Maven registry
-#: reachable here (spark-token-provider-kafka-0-10 is published for 4.0.0 but not for 4.0.x/4.1.x).
-PYSPARK = "4.0.0"
+#: Checked against the registries reachable here (2026-11-22): `pip index versions pyspark`
+#: lists 4.2.0, and `mvn dependency:get` resolves spark-sql-kafka-0-10_2.13:4.2.0,
+#: spark-token-provider-kafka-0-10_2.13:4.2.0 and hadoop-aws:3.5.0.
+PYSPARK = "4.2.0"
 SCALA_BINARY = "2.13"
 #: Hadoop client bundled inside the pyspark wheel; hadoop-aws must match it exactly.
-HADOOP = "3.4.1"
+HADOOP = "3.5.0"
 KAFKA = "4.1.1"
 JAVA_MIN = 17
 #: MinIO's community source was archived; this is the final commit on the Go module proxy.
@@ -40,9 +41,28 @@ def kafka_broker() -> list[tuple[str, str, str]]:
         ("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J),
     ]
 
+#: The AWS SDK v2 release hadoop-aws HADOOP is built against (the ``bundle`` version in its POM).
+AWS_SDK = "2.35.4"
+#: S3A's optional analytics input stream, a compile dependency in hadoop-aws HADOOP's POM.
+S3_ANALYTICS_ACCELERATOR = "1.3.1"
+
+
 def spark_job_packages() -> list[tuple[str, str, str]]:
-    """Maven coordinates the Spark job needs on its classpath (resolved with dependencies)."""
+    """Maven coordinates the Spark job needs on its classpath (resolved with dependencies).
+
+    hadoop-aws itself is in :func:`spark_job_intransitive`: its POM pulls the SDK's
+    ``bundle``, 690 MB of every AWS service, shaded. S3A needs the S3 client and its
+    transfer manager, 14 MB with their dependencies, listed here instead
+    (``tests/sandbox/test_local_backend.py`` runs every S3 path the job uses against MinIO).
+    """
     return [
         ("org.apache.spark", f"spark-sql-kafka-0-10_{SCALA_BINARY}", PYSPARK),
-        ("org.apache.hadoop", "hadoop-aws", HADOOP),
+        ("software.amazon.awssdk", "s3", AWS_SDK),
+        ("software.amazon.awssdk", "s3-transfer-manager", AWS_SDK),
+        ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", S3_ANALYTICS_ACCELERATOR),
     ]
+
+
+def spark_job_intransitive() -> list[tuple[str, str, str]]:
+    """Coordinates of the job's classpath resolved without their dependencies (see above)."""
+    return [("org.apache.hadoop", "hadoop-aws", HADOOP)]

@@ -62,6 +62,7 @@ def _run_available_now(spark, settings, cfg):
         ("none", "transformWithStateInPandas"),
         # the older API the benchmark compares against runs the same state machine
         ("window", "applyInPandasWithState"),
+        ("window", "transformWithState"),
     ],
 )
 def test_policy_output_is_verified_against_the_ledger(policy, operator, sandbox, spark, produce, tmp_path):

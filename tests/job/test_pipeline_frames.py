@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.pandas.serializers import ArrowStreamPandasUDFSerializer
-from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType
+from pyspark.sql.conversion import PandasToArrowConversion
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from job import lake
 from job.config import ConfigError, JobConfig
@@ -24,9 +23,11 @@ def test_union_frame_with_columns_no_row_filled_converts_to_plain_arrow_arrays()
             {"output": "sessions", "session": "s", "rows": 3, "status": None},
         ]
     )
-    serializer = ArrowStreamPandasUDFSerializer("UTC", True, True, False)
+    schema = StructType([StructField(name, _TYPES[kind], True) for name, kind in lake.UNION_COLUMNS])
+    # the conversion PySpark 4.2 applies to a pandas operator's output frames
+    batch = PandasToArrowConversion.convert(frame, schema, timezone="UTC", arrow_cast=True, assign_cols_by_name=True)
     for name, kind in lake.UNION_COLUMNS:
-        array = serializer._create_array(frame[name], to_arrow_type(_TYPES[kind]), arrow_cast=True)
+        array = batch.column(name)
         assert isinstance(array, pa.Array), f"{name} became {type(array).__name__}"
     assert frame["offset"].tolist()[0] == 5 and frame["reason"].tolist() == [None, None]
 
@@ -81,40 +82,6 @@ def test_an_expired_session_quarantines_what_it_still_holds():
     assert quarantined["offset"].tolist() == [2] and quarantined["reason"].notna().all()
     assert frame[frame["output"] == "sessions"]["processed_ms"].tolist() == [2]
     assert expire_session(None, now_ms=2) is None
-
-
-def _state_info_with_a_null_entry():
-    return pa.StructArray.from_arrays(
-        [pa.array(["{}", None]), pa.array([0, None], pa.int32()), pa.array([5, None], pa.int32()), pa.array([True, None])],
-        names=["properties", "startOffset", "numRows", "isLastChunk"],
-        mask=pa.array([False, True]),
-    )
-
-
-def test_the_apply_in_pandas_with_state_shim_is_still_needed():
-    # PySpark 4.0.0 + pyarrow 16+: the state-info ints come out as floats. When this fails,
-    # the upstream bug is fixed: delete job/spark_compat.py and this test.
-    from pyspark.sql.pandas.serializers import ApplyInPandasWithStateSerializer
-
-    from job import spark_compat
-
-    assert spark_compat.installed()
-    unpatched = ApplyInPandasWithStateSerializer.arrow_to_pandas._osl_original
-    ser = ApplyInPandasWithStateSerializer("UTC", False, True, None, 10000, False)
-    assert isinstance(unpatched(ser, _state_info_with_a_null_entry()).tolist()[0]["startOffset"], float)
-
-
-def test_the_shim_gives_the_serializer_integer_offsets():
-    from pyspark.sql.pandas.serializers import ApplyInPandasWithStateSerializer
-
-    from job import spark_compat
-
-    assert spark_compat.installed()
-    ser = ApplyInPandasWithStateSerializer("UTC", False, True, None, 10000, False)
-    info = ser.arrow_to_pandas(_state_info_with_a_null_entry()).tolist()
-    assert info[1] is None
-    assert (info[0]["startOffset"], info[0]["numRows"]) == (0, 5)
-    assert all(type(info[0][f]) is int for f in ("startOffset", "numRows"))
 
 
 @pytest.mark.parametrize(
