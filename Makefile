@@ -4,11 +4,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick up down status bench bench-job clean
+.PHONY: bootstrap demo test test-quick up down status bench bench-job lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
-$(VENV)/.bootstrapped: pyproject.toml scripts/bootstrap.sh
+$(VENV)/.bootstrapped: pyproject.toml constraints.txt scripts/bootstrap.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/bootstrap.sh
 	touch $@
 
@@ -35,6 +35,9 @@ bench: bootstrap
 
 bench-job: bootstrap
 	$(BIN)/python bench/job_bench.py
+
+lock:
+	PYTHON=$(PYTHON) bash scripts/lock.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -21,8 +21,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "bootstrap: creating $VENV with $("$PYTHON" -V)"
   "$PYTHON" -m venv "$VENV" || die "could not create a virtualenv: apt-get install python3-venv"
 fi
-echo "bootstrap: installing the project and its test tools into $VENV (pyspark is large; pip caches it)"
+echo "bootstrap: installing the project and its test tools into $VENV at the versions of constraints.txt (pyspark is large; pip caches it)"
 "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
-"$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[dev]"
+"$VENV/bin/python" -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev]"
 echo "bootstrap: fetching Kafka and Spark-job jars and MinIO into the cache (once)"
 "$VENV/bin/python" -m sandbox --backend local fetch
