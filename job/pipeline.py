@@ -75,12 +75,13 @@ def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
     return {"output": "sessions", **record, "processed_ms": processed_ms}
 
 
-def apply_batch(previous: str | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
+def apply_batch(previous: bytes | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
     """One session's micro-batch, whichever Spark operator calls it.
 
-    ``previous`` is the session's state as stored (JSON) or None; the rows arrive in any
-    order, so they are sorted by (partition, offset) here. Returns the new state (JSON)
-    and the output frame in the union schema.
+    ``previous`` is the session's state as stored (bytes, see
+    :meth:`~job.session.SessionState.to_stored`) or None; the rows arrive in any order, so
+    they are sorted by (partition, offset) here. Returns the new state (bytes) and the
+    output frame in the union schema.
     """
     from job import session as sm
 
@@ -93,28 +94,28 @@ def apply_batch(previous: str | None, frames: Iterable[pd.DataFrame], *, policy:
         )
         for r in batch.itertuples(index=False)
     ]  # fmt: skip
-    state = None if previous is None else sm.SessionState.from_json(previous)
+    state = None if previous is None else sm.SessionState.from_stored(previous)
     step = sm.step(state, records, policy=policy, window=window)
-    return step.state.to_json(), _union_frame(step_to_rows(step, now_ms))
+    return step.state.to_stored(), _union_frame(step_to_rows(step, now_ms))
 
 
-def expire_session(previous: str | None, *, now_ms: int) -> pd.DataFrame | None:
+def expire_session(previous: bytes | None, *, now_ms: int) -> pd.DataFrame | None:
     """An idle session's timer fired: records still held for reordering are quarantined,
     never dropped silently, and the session's last status row says ``expired``."""
     from job import session as sm
 
     if previous is None:
         return None
-    flushed = sm.flush(sm.SessionState.from_json(previous))
+    flushed = sm.flush(sm.SessionState.from_stored(previous))
     return _union_frame(step_to_rows(flushed, now_ms)[:-1] + [status_row(sm.expire(flushed.state), now_ms)])
 
 
 def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
     """The operator for ``transformWithStateInPandas`` (the job's default)."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import BinaryType, StructField, StructType
 
-    state_schema = StructType([StructField("json", StringType(), True)])
+    state_schema = StructType([StructField("state", BinaryType(), True)])
 
     class SessionProcessor(StatefulProcessor):
         """Feeds one session's records, in offset order, to the pure state machine."""
@@ -123,7 +124,7 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None):
             self.handle = handle
             self.state = handle.getValueState("session", state_schema)
 
-        def _stored(self) -> str | None:
+        def _stored(self) -> bytes | None:
             return self.state.get()[0] if self.state.exists() else None
 
         def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
@@ -214,7 +215,7 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
         return grouped.applyInPandasWithState(
             _make_group_function(cfg.policy, cfg.window, idle_ms),
             outputStructType=lake.union_ddl(),
-            stateStructType="json STRING",
+            stateStructType="state BINARY",
             outputMode="append",
             timeoutConf=GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout,
         )
