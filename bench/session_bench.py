@@ -15,8 +15,15 @@ Two readers consume the same records in the same process, interleaved ``--repeat
          ``job.session.step`` (policy ``resync``) with the batch, and the new state stored
          again, in the same stored form the operators keep (``job.pipeline``'s choice).
 
+  map    the same, with the state shaped as a map (a small header value plus one entry per
+         row, as a ``MapState`` would keep it): only the rows a batch touched are written
+         (a snapshot rewrites them all). Simulated in process with a dict, so it is a lower
+         bound: each ``MapState`` call of ``transformWithStateInPandas`` is a round trip to
+         the JVM, and ``map_state_ops_per_batch`` says how many it would make, against the
+         blob's two (one get, one update).
+
 The ratio core / naive is taken per pair of adjacent runs (so a busy neighbour slows both),
-and its median is reported. Both readers' final tables are checked equal before timing.
+and its median is reported. The readers' final tables are checked equal before timing.
 
     .venv/bin/python bench/session_bench.py                  # about 30 s
     .venv/bin/python bench/session_bench.py --batch 100 --repeats 3
@@ -32,6 +39,7 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,10 +119,46 @@ def core(records: list[sm.Record], batch: int) -> tuple[sm.SessionState, int]:
     return state, size
 
 
-def timed(fn, *args) -> tuple[float, object]:  # noqa: ANN001
-    started = time.perf_counter()
+def core_map(records: list[sm.Record], batch: int) -> tuple[sm.SessionState, float]:
+    """``core`` with a map-shaped state: returns the final state and state-store calls per batch."""
+    header: bytes | None = None
+    entries: dict[str, bytes] = {}  # what the MapState would hold: row id -> the row's JSON text
+    step = sm.step
+    state = None
+    calls = 0
+    batches = 0
+    for start in range(0, len(records), batch):
+        batches += 1
+        calls += 1  # get the header
+        if header is not None:
+            # The machine takes the table as the row texts it keeps (job.session._Table).
+            state = replace(sm.SessionState.from_stored(header), table=sm._Table(dict(entries)))
+        result = step(state, records[start : start + batch], policy=POLICY)
+        state = result.state
+        snapshot = None
+        for c in result.changes:  # in the order applied: replay them on the map
+            if c.op == "snapshot" and snapshot != (c.epoch, c.seq):
+                snapshot = (c.epoch, c.seq)
+                entries.clear()  # a snapshot replaces the whole table
+                calls += 1
+            if c.op == "delete":
+                entries.pop(c.row_id, None)
+            elif c.data is not None:
+                entries[c.row_id] = c.data.encode()
+            calls += 1
+        header = replace(state, table={}).to_stored()
+        calls += 1  # update the header
+    assert state is not None
+    return state, calls / batches
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def timed(clock, fn, *args) -> tuple[float, object]:  # noqa: ANN001
+    started = clock()
     out = fn(*args)
-    return time.perf_counter() - started, out
+    return clock() - started, out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,9 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, action="append", help="records per batch (repeatable; default 10 100 1000)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--clock", choices=tuple(CLOCKS), default="wall",
+        help="wall time, or this process's CPU time (steadier on a shared machine); default %(default)s",
+    )  # fmt: skip
     p.add_argument("--out", type=Path, help="JSON result file (default bench/results/session-<time>.json)")
     args = p.parse_args(argv)
     batches = args.batch or [10, 100, 1000]
+    clock = CLOCKS[args.clock]
+    # The map-shaped variant needs the core's row-text table (version 2 of the stored
+    # form); against an older core the script still measures the rest.
+    with_map = hasattr(sm, "_Table")
 
     records = build_stream(
         messages=args.messages, rows=args.rows, snapshot_every=args.snapshot_every,
@@ -146,28 +198,34 @@ def main(argv: list[str] | None = None) -> int:
         state, _ = core(records, b)
         if dict(state.table) != expect or state.status != "ended" or state.applied != len(records):
             raise SystemExit(f"batch {b}: the core's final state differs from the naive loop's table")
+        mapped, _ = core_map(records, b) if with_map else (state, 0)
+        if dict(mapped.table) != expect or mapped.applied != len(records):
+            raise SystemExit(f"batch {b}: the map-shaped core's final state differs from the naive loop's table")
 
     print(
         f"one {args.site_type} session: {len(records)} records ({snapshots} snapshots of ~{args.rows} rows, "
         f"{total_bytes / len(records):.0f} bytes/record on average), policy {POLICY}, state stored as {form!r}; "
-        f"{args.repeats} interleaved rounds",
+        f"{args.repeats} interleaved rounds, {args.clock} clock",
         flush=True,
     )
     runs: dict[int, list[dict]] = {b: [] for b in batches}
     for round_ in range(args.repeats):
         for b in batches:
-            t_naive, _ = timed(naive, values)
-            t_core, (_, size) = timed(core, records, b)  # type: ignore[misc]
-            runs[b].append({
-                "naive_rps": len(records) / t_naive,
-                "core_rps": len(records) / t_core,
-                "ratio": t_naive / t_core,
-                "max_state_bytes": size,
-            })  # fmt: skip
+            t_naive, _ = timed(clock, naive, values)
+            t_core, (_, size) = timed(clock, core, records, b)  # type: ignore[misc]
+            run = {"naive_rps": len(records) / t_naive, "core_rps": len(records) / t_core,
+                   "ratio": t_naive / t_core, "max_state_bytes": size}  # fmt: skip
+            if with_map:
+                t_map, (_, calls) = timed(clock, core_map, records, b)  # type: ignore[misc]
+                run |= {"map_rps": len(records) / t_map, "map_ratio": t_naive / t_map, "map_state_ops_per_batch": calls}
+            runs[b].append(run)
         print(f"  round {round_ + 1}/{args.repeats} done", flush=True)
 
     results = []
-    print(f"{'batch':>6} {'naive rec/s':>12} {'core rec/s':>11} {'ratio':>6} {'ratio min-max':>14} {'state B':>8}")
+    print(
+        f"{'batch':>6} {'naive rec/s':>12} {'core rec/s':>11} {'ratio':>6} {'ratio min-max':>14} {'state B':>8}"
+        f" | {'map rec/s':>10} {'ratio':>6} {'map ops/batch':>13}"
+    )
     for b in batches:
         rs = runs[b]
         row = {
@@ -178,13 +236,19 @@ def main(argv: list[str] | None = None) -> int:
             "ratio_min": min(r["ratio"] for r in rs),
             "ratio_max": max(r["ratio"] for r in rs),
             "max_state_bytes": rs[0]["max_state_bytes"],
+            "blob_state_ops_per_batch": 2,
+            "map_rps": statistics.median(r["map_rps"] for r in rs) if with_map else None,
+            "map_ratio": statistics.median(r["map_ratio"] for r in rs) if with_map else None,
+            "map_state_ops_per_batch": rs[0]["map_state_ops_per_batch"] if with_map else None,
             "runs": rs,
         }
         results.append(row)
         print(
             f"{b:>6} {row['naive_rps']:>12,.0f} {row['core_rps']:>11,.0f} {row['ratio']:>6.2f} "
             f"{row['ratio_min']:>6.2f}-{row['ratio_max']:<7.2f} {row['max_state_bytes']:>8,}"
-        )
+            + (f" | {row['map_rps']:>10,.0f} {row['map_ratio']:>6.2f} {row['map_state_ops_per_batch']:>13.1f}"
+               if with_map else " | (no map-shaped variant for this core)")
+        )  # fmt: skip
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report = {
@@ -204,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "policy": POLICY,
         "state_form": form,
+        "clock": args.clock,
         "repeats": args.repeats,
         "results": results,
     }
