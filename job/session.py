@@ -244,33 +244,16 @@ class SessionState:
     def to_stored(self) -> bytes:
         """The state as the Spark operators store it (version :data:`_STATE_VERSION`).
 
-        MessagePack, fields in a fixed order; each row of the table is kept as its JSON
-        text, so the next call decodes only the rows it reads (see :class:`_Table`).
+        MessagePack, the fields of :class:`_StoredV2` in order; each row of the table is
+        kept as its JSON text, so the next call decodes only the rows it reads.
         """
-        return _encode_stored(
-            (
-                _STATE_VERSION,
-                self.session,
-                self.site,
-                self.epoch,
-                self.next_seq,
-                self.status,
-                _table_text(self.table),
-                self.table_seq,
-                [(r.topic, r.partition, r.offset, r.key, None if r.value is None else bytes(r.value), r.kafka_ts_ms)
-                 for r in self.pending],
-                self.applied,
-                self.gaps,
-                self.duplicates,
-                self.quarantined,
-                self.divergences,
-                self.epoch_changes,
-                self.last_topic,
-                self.last_partition,
-                self.last_offset,
-                self.last_event_ts_ms,
-            )
-        )  # fmt: skip
+        values = [getattr(self, name) for name in _STORED_FIELDS]
+        values[_STORED_TABLE] = _table_text(self.table)
+        values[_STORED_PENDING] = [
+            (r.topic, r.partition, r.offset, r.key, None if r.value is None else bytes(r.value), r.kafka_ts_ms)
+            for r in self.pending
+        ]
+        return _encode_stored([_STATE_VERSION, *values])
 
     @classmethod
     def from_stored(cls, data: bytes | bytearray | memoryview | str) -> SessionState:
@@ -284,26 +267,10 @@ class SessionState:
             s = _decode_stored(data)
         except (msgspec.MsgspecError, ValueError, TypeError) as exc:
             raise _stored_error(data, exc) from None
-        return cls(
-            session=s.session,
-            site=s.site,
-            epoch=s.epoch,
-            next_seq=s.next_seq,
-            status=s.status,
-            table=_Table(s.table),
-            table_seq=s.table_seq,
-            pending=tuple(Record(*p) for p in s.pending),
-            applied=s.applied,
-            gaps=s.gaps,
-            duplicates=s.duplicates,
-            quarantined=s.quarantined,
-            divergences=s.divergences,
-            epoch_changes=s.epoch_changes,
-            last_topic=s.last_topic,
-            last_partition=s.last_partition,
-            last_offset=s.last_offset,
-            last_event_ts_ms=s.last_event_ts_ms,
-        )
+        values = {name: getattr(s, name) for name in _STORED_FIELDS}
+        values["table"] = _Table(s.table)
+        values["pending"] = tuple(Record(*p) for p in s.pending)
+        return cls(**values)
 
     def to_json(self) -> str:
         """The state as one JSON object (version 1 of the stored form); :meth:`from_json` reads it."""
@@ -896,7 +863,11 @@ def _table_text(table: Mapping[str, Row]) -> dict[str, bytes]:
 
 
 class _StoredV2(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """Version 2 of the stored form, in :meth:`SessionState.to_stored`'s field order."""
+    """Version 2 of the stored form: an array of these fields, in this order.
+
+    Spelled out rather than derived from :class:`SessionState`, so that the stored layout
+    changes only on purpose (with the version); a test checks the two have the same fields.
+    """
 
     v: Literal[2]
     session: str
@@ -919,6 +890,8 @@ class _StoredV2(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     last_event_ts_ms: int
 
 
+_STORED_FIELDS = _StoredV2.__struct_fields__[1:]  # after the version: SessionState's fields
+_STORED_TABLE, _STORED_PENDING = _STORED_FIELDS.index("table"), _STORED_FIELDS.index("pending")
 _encode_stored = msgspec.msgpack.Encoder().encode
 _decode_stored = msgspec.msgpack.Decoder(_StoredV2).decode
 

@@ -427,6 +427,14 @@ def test_from_stored_refuses_another_version_and_bytes_that_are_no_state() -> No
             SessionState.from_stored(junk)
 
 
+def test_the_stored_form_has_a_place_for_every_field_of_the_state() -> None:
+    from dataclasses import fields
+
+    from job.session import _StoredV2
+
+    assert set(_StoredV2.__struct_fields__) == {"v"} | {f.name for f in fields(SessionState)}
+
+
 def test_a_stored_table_reads_as_the_same_rows_and_compares_them_as_dicts() -> None:
     s = run(BASE[:4], "resync")
     table = SessionState.from_stored(s.state.to_stored()).table
