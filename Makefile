@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick up down status bench bench-job lock clean
+.PHONY: bootstrap demo test test-quick up down status bench bench-job bench-session lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -35,6 +35,9 @@ bench: bootstrap
 
 bench-job: bootstrap
 	$(BIN)/python bench/job_bench.py
+
+bench-session: bootstrap
+	$(BIN)/python bench/session_bench.py
 
 lock:
 	PYTHON=$(PYTHON) bash scripts/lock.sh

@@ -93,40 +93,41 @@ def _records(rows: Iterable[Any]):
     return records
 
 
-def apply_records(previous: str | None, rows: Iterable[Any], *, policy: str, window: int, now_ms: int):
+def apply_records(previous: bytes | None, rows: Iterable[Any], *, policy: str, window: int, now_ms: int):
     """One session's micro-batch, whichever Spark operator calls it.
 
-    ``previous`` is the session's state as stored (JSON) or None; ``rows`` carry the source's
-    columns in any order (Spark does not order rows within a group), so they are sorted by
-    (partition, offset) here. Returns the new state (JSON) and the output rows (dicts in the
+    ``previous`` is the session's state as stored (bytes, see
+    :meth:`~job.session.SessionState.to_stored`) or None; ``rows`` carry the source's columns
+    in any order (Spark does not order rows within a group), so they are sorted by
+    (partition, offset) here. Returns the new state (bytes) and the output rows (dicts in the
     union schema).
     """
     from job import session as sm
 
-    state = None if previous is None else sm.SessionState.from_json(previous)
+    state = None if previous is None else sm.SessionState.from_stored(previous)
     step = sm.step(state, _records(rows), policy=policy, window=window)
-    return step.state.to_json(), step_to_rows(step, now_ms)
+    return step.state.to_stored(), step_to_rows(step, now_ms)
 
 
-def apply_batch(previous: str | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
+def apply_batch(previous: bytes | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
     """:func:`apply_records` for the pandas operators: frames in, one union-schema frame out."""
     batch = pd.concat(list(frames), ignore_index=True)
     state, rows = apply_records(previous, batch.itertuples(index=False), policy=policy, window=window, now_ms=now_ms)
     return state, _union_frame(rows)
 
 
-def expire_rows(previous: str | None, *, now_ms: int) -> list[dict[str, Any]]:
+def expire_rows(previous: bytes | None, *, now_ms: int) -> list[dict[str, Any]]:
     """An idle session's timer fired: records still held for reordering are quarantined,
     never dropped silently, and the session's last status row says ``expired``."""
     from job import session as sm
 
     if previous is None:
         return []
-    flushed = sm.flush(sm.SessionState.from_json(previous))
+    flushed = sm.flush(sm.SessionState.from_stored(previous))
     return step_to_rows(flushed, now_ms)[:-1] + [status_row(sm.expire(flushed.state), now_ms)]
 
 
-def expire_session(previous: str | None, *, now_ms: int) -> pd.DataFrame | None:
+def expire_session(previous: bytes | None, *, now_ms: int) -> pd.DataFrame | None:
     """:func:`expire_rows` as a union-schema frame, or None when there was no state."""
     rows = expire_rows(previous, now_ms=now_ms)
     return _union_frame(rows) if rows else None
@@ -137,23 +138,23 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None, *, ro
     Arrow-to-pandas conversion, Spark 4.1+) or ``transformWithStateInPandas`` (frames)."""
     from pyspark.sql import Row
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import BinaryType, StructField, StructType
 
-    state_schema = StructType([StructField("json", StringType(), True)])
+    state_schema = StructType([StructField("state", BinaryType(), True)])
     columns = [name for name, _ in lake.UNION_COLUMNS]
     union_row = Row(*columns)
 
     def as_rows(rows: list[dict[str, Any]]) -> list[Any]:
         return [union_row(*(row.get(name) for name in columns)) for row in rows]
 
-    def apply(stored: str | None, batch, now: int) -> tuple[str, list[Any]]:
+    def apply(stored: bytes | None, batch, now: int) -> tuple[bytes, list[Any]]:
         if row_based:
             state, rows = apply_records(stored, batch, policy=policy, window=window, now_ms=now)
             return state, as_rows(rows)
         state, frame = apply_batch(stored, batch, policy=policy, window=window, now_ms=now)
         return state, [frame]
 
-    def expired(stored: str | None, now: int) -> list[Any]:
+    def expired(stored: bytes | None, now: int) -> list[Any]:
         if row_based:
             return as_rows(expire_rows(stored, now_ms=now))
         frame = expire_session(stored, now_ms=now)
@@ -166,7 +167,7 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None, *, ro
             self.handle = handle
             self.state = handle.getValueState("session", state_schema)
 
-        def _stored(self) -> str | None:
+        def _stored(self) -> bytes | None:
             return self.state.get()[0] if self.state.exists() else None
 
         def handleInputRows(self, key, rows, timerValues) -> Iterator[Any]:
@@ -260,7 +261,7 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
         return grouped.applyInPandasWithState(
             _make_group_function(cfg.policy, cfg.window, idle_ms),
             outputStructType=lake.union_ddl(),
-            stateStructType="json STRING",
+            stateStructType="state BINARY",
             outputMode="append",
             timeoutConf=GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout,
         )

@@ -55,9 +55,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
+
+import msgspec
 
 from producers.contract import Kind, Message, Row, decode
 from producers.errors import CONTRACT_REASONS, ContractError, ContractReason
@@ -106,7 +108,10 @@ REASONS: tuple[Reason, ...] = (*CONTRACT_REASONS, *get_args(SessionReason))
 
 #: How many seqs ahead of the expected one policy ``window`` holds records by default.
 DEFAULT_WINDOW = 8
-_STATE_VERSION = 1
+#: The stored form (:meth:`SessionState.to_stored`): 2 is MessagePack, rows kept as JSON
+#: text; 1 was one JSON text, still what :meth:`SessionState.to_json` writes.
+_STATE_VERSION = 2
+_JSON_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +197,9 @@ class SessionState:
 
     ``table`` maps row id to row and is never mutated (each call works on a copy);
     ``pending`` holds records waiting for a missing seq under policy ``window``, in seq
-    order. Round-trips through :meth:`to_json` / :meth:`from_json`, so the Spark operator
-    can keep it as one string.
+    order. Round-trips through :meth:`to_stored` / :meth:`from_stored` (compact bytes:
+    what the Spark operators keep, one binary value per session) and through
+    :meth:`to_json` / :meth:`from_json` (one JSON text, for people and older stores).
     """
 
     session: str
@@ -235,11 +241,43 @@ class SessionState:
             last_event_ts_ms=self.last_event_ts_ms,
         )
 
+    def to_stored(self) -> bytes:
+        """The state as the Spark operators store it (version :data:`_STATE_VERSION`).
+
+        MessagePack, the fields of :class:`_StoredV2` in order; each row of the table is
+        kept as its JSON text, so the next call decodes only the rows it reads.
+        """
+        values = [getattr(self, name) for name in _STORED_FIELDS]
+        values[_STORED_TABLE] = _table_text(self.table)
+        values[_STORED_PENDING] = [
+            (r.topic, r.partition, r.offset, r.key, None if r.value is None else bytes(r.value), r.kafka_ts_ms)
+            for r in self.pending
+        ]
+        return _encode_stored([_STATE_VERSION, *values])
+
+    @classmethod
+    def from_stored(cls, data: bytes | bytearray | memoryview | str) -> SessionState:
+        """The state :meth:`to_stored` wrote; also reads what :meth:`to_json` writes (version 1).
+
+        Raises :class:`~job.errors.StateError` for anything else, naming the version found.
+        """
+        if isinstance(data, str) or data[:1] == b"{":
+            return cls.from_json(bytes(data) if isinstance(data, memoryview) else data)
+        try:
+            s = _decode_stored(data)
+        except (msgspec.MsgspecError, ValueError, TypeError) as exc:
+            raise _stored_error(data, exc) from None
+        values = {name: getattr(s, name) for name in _STORED_FIELDS}
+        values["table"] = _Table(s.table)
+        values["pending"] = tuple(Record(*p) for p in s.pending)
+        return cls(**values)
+
     def to_json(self) -> str:
+        """The state as one JSON object (version 1 of the stored form); :meth:`from_json` reads it."""
         data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         data["table"] = list(self.table.values())  # rows carry their id
         data["pending"] = [_record_to_json(r) for r in self.pending]
-        data["v"] = _STATE_VERSION
+        data["v"] = _JSON_VERSION
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
     @classmethod
@@ -249,9 +287,9 @@ class SessionState:
             version = data.pop("v", None)
         except (ValueError, AttributeError, TypeError) as exc:
             raise StateError(f"not a JSON object ({exc})", "drop the state (or the checkpoint) and replay") from None
-        if version != _STATE_VERSION:
+        if version != _JSON_VERSION:
             raise StateError(
-                f"written as version {version!r}, this code reads version {_STATE_VERSION}",
+                f"written as version {version!r}, this code reads version {_JSON_VERSION} as JSON",
                 "restart the query from a new checkpoint, or run the version that wrote it",
             )
         try:
@@ -379,7 +417,16 @@ class _Machine:
         self.epoch = state.epoch
         self.next_seq = state.next_seq
         self.status: Status = state.status
-        self.table: dict[str, Row] = dict(state.table)
+        # The table twice over: ``text`` holds every row's JSON text (what is stored),
+        # ``rows`` the rows decoded so far. Most calls read few rows, so most are never decoded.
+        table = state.table
+        if type(table) is _Table:
+            self.text, self.rows = dict(table._text), dict(table._rows)
+        else:
+            self.rows = dict(table)
+            self.text = {rid: _dump_checked(row) for rid, row in self.rows.items()}
+        self._encoded_for: Message | None = None
+        self._encoded: list[bytes] = []
         self.table_seq = state.table_seq
         self.counts = {
             name: getattr(state, name)
@@ -402,7 +449,7 @@ class _Machine:
             epoch=self.epoch,
             next_seq=self.next_seq,
             status=self.status,
-            table=self.table,
+            table=_Table(self.text, self.rows),
             table_seq=self.table_seq,
             pending=tuple(record for _, (_, record) in sorted(self.held.items())),
             last_topic=self.last[0],
@@ -488,7 +535,7 @@ class _Machine:
         It is still the freshest full table a broken session can get, so it is applied;
         the session stays broken, since messages after it were already refused.
         """
-        self.table = {row["id"]: row for row in m.rows or ()}
+        self.replace_table(m)
         self.status = "broken"
         self.emit(m, record)
 
@@ -550,12 +597,12 @@ class _Machine:
         """``m`` is the message expected next: apply it, or refuse an update with no table to go on."""
         self.next_seq = m.seq + 1
         if m.kind is Kind.SNAPSHOT:
-            rows = {row["id"]: row for row in m.rows or ()}
-            if self.status == "open" and rows != self.table:
+            if self.status == "open" and self.diverges(m):
                 self.counts["divergences"] += 1
                 if self.policy == "strict":
-                    self.fail(record, m, "divergence", _divergence(m.seq, self.table, rows))
-            self.table = rows
+                    rows = {row["id"]: row for row in m.rows or ()}
+                    self.fail(record, m, "divergence", _divergence(m.seq, _Table(self.text, self.rows), rows))
+            self.replace_table(m)
             self.status = "open"
             self.emit(m, record)
         elif m.kind is Kind.END:
@@ -593,10 +640,9 @@ class _Machine:
         if not behind:
             self.next_seq = m.seq + 1
         if m.kind is Kind.SNAPSHOT:
-            rows = {row["id"]: row for row in m.rows or ()}
-            if in_step and self.status == "open" and rows != self.table:
+            if in_step and self.status == "open" and self.diverges(m):
                 self.counts["divergences"] += 1
-            self.table = rows
+            self.replace_table(m)
             if not behind and self.status != "ended":
                 self.status = "open"
         elif m.kind is Kind.END:
@@ -607,38 +653,72 @@ class _Machine:
 
     # -- effects --------------------------------------------------------------------------
 
+    def encoded(self, m: Message) -> list[bytes]:
+        """The JSON text of each row ``m`` carries (one snapshot or upsert), made once per message."""
+        if self._encoded_for is not m:
+            self._encoded = [_dump_bytes(r) for r in m.rows or ()] if m.row is None else [_dump_bytes(m.row)]
+            self._encoded_for = m
+        return self._encoded
+
+    def diverges(self, m: Message) -> bool:
+        """Whether snapshot ``m`` disagrees with the table (rows compared as dicts, as ever)."""
+        rows = m.rows or ()
+        text = dict(zip([str(r["id"]) for r in rows], self.encoded(m)))
+        if text == self.text:
+            return False  # the same text is the same row; different text may still be
+        if text.keys() != self.text.keys():
+            return True
+        new = {row["id"]: row for row in rows}
+        return any(b != self.text[rid] and self.row(rid) != new[rid] for rid, b in text.items())
+
+    def row(self, rid: str) -> Row:
+        row = self.rows.get(rid)
+        if row is None:
+            row = self.rows[rid] = _load_row(self.text[rid])
+        return row
+
+    def replace_table(self, m: Message) -> None:
+        rows = m.rows or ()
+        ids = [str(r["id"]) for r in rows]
+        self.text = dict(zip(ids, self.encoded(m)))
+        self.rows = dict(zip(ids, rows))
+
     def apply_update(self, m: Message) -> None:
         if m.kind is Kind.UPSERT:
             assert m.row is not None
-            self.table[str(m.row["id"])] = m.row
+            rid = str(m.row["id"])
+            self.text[rid] = self.encoded(m)[0]
+            self.rows[rid] = m.row
         else:
-            self.table.pop(str(m.row_id), None)
+            rid = str(m.row_id)
+            self.text.pop(rid, None)
+            self.rows.pop(rid, None)
 
     def emit(self, m: Message, record: Record) -> None:
         self.counts["applied"] += 1
-        if m.kind is not Kind.END:
-            self.table_seq = m.seq
         self.last_event_ts_ms = m.ts
-        common = dict(
-            session=self.session,
-            site=m.site,
-            epoch=m.epoch,
-            seq=m.seq,
-            event_ts_ms=m.ts,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-        )
-        if m.kind is Kind.SNAPSHOT:
+        kind = m.kind
+        if kind is Kind.END:
+            return
+        self.table_seq = m.seq
+        session, site, epoch, seq, ts = self.session, m.site, m.epoch, m.seq, m.ts
+        topic, partition, offset = record.topic, record.partition, record.offset
+        change = _row_change
+        if kind is Kind.SNAPSHOT:
             rows = m.rows or ()
-            self.changes.extend(RowChange(op="snapshot", row_id=str(r["id"]), data=_dump(r), **common) for r in rows)
-            if not rows:
-                self.changes.append(RowChange(op="snapshot", row_id="", data=None, **common))
-        elif m.kind is Kind.UPSERT:
+            items = [(str(r["id"]), b.decode()) for r, b in zip(rows, self.encoded(m))] if rows else [("", None)]
+            self.changes += [
+                change(session, site, epoch, seq, "snapshot", rid, data, ts, topic, partition, offset)
+                for rid, data in items
+            ]
+            return
+        if kind is Kind.UPSERT:
             assert m.row is not None
-            self.changes.append(RowChange(op="upsert", row_id=str(m.row["id"]), data=_dump(m.row), **common))
-        elif m.kind is Kind.DELETE:
-            self.changes.append(RowChange(op="delete", row_id=str(m.row_id), data=None, **common))
+            op: Op = "upsert"
+            rid, data = str(m.row["id"]), self.encoded(m)[0].decode()
+        else:
+            op, rid, data = "delete", str(m.row_id), None
+        self.changes.append(change(session, site, epoch, seq, op, rid, data, ts, topic, partition, offset))
 
     def fail(self, record: Record, m: Message | None, problem: str, detail: str) -> None:
         raise IntegrityError(
@@ -675,8 +755,158 @@ class _Machine:
         )
 
 
-def _dump(row: Row) -> str:
-    return json.dumps(row, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# -- rows as text, and the stored form ------------------------------------------------------
+
+_encode_json = msgspec.json.Encoder().encode
+_decode_row = msgspec.json.Decoder(dict).decode
+
+
+# The slots' own setters (member descriptors), by name.
+_new = object.__new__
+_rc_session = RowChange.session.__set__  # type: ignore[attr-defined]
+_rc_site = RowChange.site.__set__  # type: ignore[attr-defined]
+_rc_epoch = RowChange.epoch.__set__  # type: ignore[attr-defined]
+_rc_seq = RowChange.seq.__set__  # type: ignore[attr-defined]
+_rc_op = RowChange.op.__set__  # type: ignore[attr-defined]
+_rc_row_id = RowChange.row_id.__set__  # type: ignore[attr-defined]
+_rc_data = RowChange.data.__set__  # type: ignore[attr-defined]
+_rc_event_ts_ms = RowChange.event_ts_ms.__set__  # type: ignore[attr-defined]
+_rc_topic = RowChange.topic.__set__  # type: ignore[attr-defined]
+_rc_partition = RowChange.partition.__set__  # type: ignore[attr-defined]
+_rc_offset = RowChange.offset.__set__  # type: ignore[attr-defined]
+
+
+def _row_change(
+    session: str, site: str, epoch: int, seq: int, op: Op, row_id: str, data: str | None,
+    event_ts_ms: int, topic: str, partition: int, offset: int,
+) -> RowChange:  # fmt: skip
+    """``RowChange(...)`` with positional arguments, at half the cost: this runs once per output row.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; setting
+    the slots through their descriptors is the same thing, without the per-field lookups.
+    """
+    c = _new(RowChange)
+    _rc_session(c, session)
+    _rc_site(c, site)
+    _rc_epoch(c, epoch)
+    _rc_seq(c, seq)
+    _rc_op(c, op)
+    _rc_row_id(c, row_id)
+    _rc_data(c, data)
+    _rc_event_ts_ms(c, event_ts_ms)
+    _rc_topic(c, topic)
+    _rc_partition(c, partition)
+    _rc_offset(c, offset)
+    return c
+
+
+def _dump_bytes(row: Row) -> bytes:
+    """A decoded row (str keys, finite JSON scalars) as compact UTF-8 JSON.
+
+    :func:`_load_row` gives back an equal row with values of the same types.
+    """
+    try:
+        return _encode_json(row)
+    except UnicodeEncodeError:  # a lone surrogate (from a \ud800 escape) is not UTF-8
+        return _dump_checked(row)
+
+
+def _dump_checked(row: Row) -> bytes:
+    """Any row, from a table a caller built: ``json`` refuses NaN and what is not JSON
+    (msgspec would write NaN as null), as ``to_json`` always did."""
+    return json.dumps(row, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _load_row(text: bytes) -> Row:
+    try:
+        return _decode_row(text)
+    except msgspec.DecodeError:  # msgspec refuses lone surrogate escapes; json reads them
+        return json.loads(text)
+
+
+class _Table(Mapping[str, Row]):
+    """A session's table between calls: each row kept as its JSON text, decoded on first read.
+
+    A read-only mapping of row id to row, equal to the dict of the same rows; the cache of
+    decoded rows is the only thing that changes, and it does not show.
+    """
+
+    __slots__ = ("_rows", "_text")
+
+    def __init__(self, text: dict[str, bytes], rows: dict[str, Row] | None = None) -> None:
+        self._text = text
+        self._rows = {} if rows is None else rows
+
+    def __getitem__(self, rid: str) -> Row:
+        row = self._rows.get(rid)
+        if row is None:
+            row = self._rows[rid] = _load_row(self._text[rid])
+        return row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._text)
+
+    def __len__(self) -> int:
+        return len(self._text)
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._text
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
+def _table_text(table: Mapping[str, Row]) -> dict[str, bytes]:
+    if type(table) is _Table:
+        return table._text
+    return {rid: _dump_checked(row) for rid, row in table.items()}
+
+
+class _StoredV2(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """Version 2 of the stored form: an array of these fields, in this order.
+
+    Spelled out rather than derived from :class:`SessionState`, so that the stored layout
+    changes only on purpose (with the version); a test checks the two have the same fields.
+    """
+
+    v: Literal[2]
+    session: str
+    site: str
+    epoch: int
+    next_seq: int
+    status: Status
+    table: dict[str, bytes]  # row id -> the row's JSON text
+    table_seq: int
+    pending: list[tuple[str, int, int, str | None, bytes | None, int]]  # Record's fields
+    applied: int
+    gaps: int
+    duplicates: int
+    quarantined: int
+    divergences: int
+    epoch_changes: int
+    last_topic: str
+    last_partition: int
+    last_offset: int
+    last_event_ts_ms: int
+
+
+_STORED_FIELDS = _StoredV2.__struct_fields__[1:]  # after the version: SessionState's fields
+_STORED_TABLE, _STORED_PENDING = _STORED_FIELDS.index("table"), _STORED_FIELDS.index("pending")
+_encode_stored = msgspec.msgpack.Encoder().encode
+_decode_stored = msgspec.msgpack.Decoder(_StoredV2).decode
+
+
+def _stored_error(data: bytes | bytearray | memoryview, exc: Exception) -> StateError:
+    try:
+        head = msgspec.msgpack.decode(data)
+    except (msgspec.MsgspecError, ValueError, TypeError):
+        head = None
+    if isinstance(head, list) and head and head[0] != _STATE_VERSION:
+        return StateError(
+            f"written as version {head[0]!r}, this code reads version {_STATE_VERSION} (and {_JSON_VERSION} as JSON)",
+            "restart the query from a new checkpoint, or run the version that wrote it",
+        )
+    return StateError(f"not a stored session state ({exc})", "drop the state (or the checkpoint) and replay")
 
 
 def _divergence(seq: int, table: Mapping[str, Row], rows: Mapping[str, Row]) -> str:

@@ -188,18 +188,20 @@ def streams(draw: st.DrawFn) -> Stream:
     )
 
 
-def run_in_batches(stream: Stream, policy: str, cuts: list[int], window: int = 4) -> Step:
-    """Feed the records in micro-batches cut at ``cuts``, keeping the state only as JSON in between."""
+def run_in_batches(stream: Stream, policy: str, cuts: list[int], window: int = 4, *, stored: bool = False) -> Step:
+    """Feed the records in micro-batches cut at ``cuts``, keeping the state only as JSON in between
+    (``stored``: in the stored form the Spark operators keep, instead)."""
+    dump, load = (SessionState.to_stored, SessionState.from_stored) if stored else (SessionState.to_json, SessionState.from_json)
     bounds = sorted({0, len(stream.records), *(c % (len(stream.records) + 1) for c in cuts)})
     if len(bounds) == 1:
         return step(None, [], policy=policy, window=window)  # type: ignore[arg-type]
-    text: str | None = None
+    text: str | bytes | None = None
     changes, quarantine = [], []
     last = None
     for lo, hi in itertools.pairwise(bounds):
-        state = None if text is None else SessionState.from_json(text)
+        state = None if text is None else load(text)  # type: ignore[arg-type]
         last = step(state, stream.records[lo:hi], policy=policy, window=window)  # type: ignore[arg-type]
-        text = last.state.to_json()
+        text = dump(last.state)
         changes += last.changes
         quarantine += last.quarantine
     assert last is not None
@@ -251,6 +253,23 @@ def test_how_records_are_cut_into_micro_batches_does_not_change_the_outcome(stre
             whole.quarantine,
             whole.status,
         ), policy
+
+
+@PROPERTY
+@given(stream=streams(), cuts=st.lists(st.integers(0, 200), min_size=1, max_size=6))
+def test_the_stored_form_between_micro_batches_keeps_everything_the_json_form_does(
+    stream: Stream, cuts: list[int]
+) -> None:
+    for policy in ("resync", "window", "none"):
+        as_json = run_in_batches(stream, policy, cuts)
+        stored = run_in_batches(stream, policy, cuts, stored=True)
+        assert (stored.state, stored.changes, stored.quarantine, stored.status) == (
+            as_json.state,
+            as_json.changes,
+            as_json.quarantine,
+            as_json.status,
+        ), policy
+        assert SessionState.from_stored(stored.state.to_stored()) == stored.state
 
 
 @PROPERTY

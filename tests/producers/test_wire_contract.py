@@ -261,3 +261,74 @@ def test_decoding_needs_no_heavy_imports_and_nothing_in_producers_imports_spark(
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "[] False", done.stderr
+
+
+# -- the typed reader agrees with the checking reader -------------------------------------
+
+edge_cells = st.one_of(
+    scalars,
+    st.sampled_from([2**63, -(2**63) - 1, 2**64, 1.0, -0.0, 1e308, 0, True, False, "", "\ud800", "é\u2028"]),
+)
+edge_rows = st.dictionaries(st.sampled_from(["id", "x", "", "\u0000"]), edge_cells, max_size=4)
+edge_objects = st.dictionaries(
+    st.sampled_from(["v", "kind", "site", "session", "seq", "epoch", "ts", "rows", "row", "id", "x"]),
+    st.one_of(
+        edge_cells,
+        st.sampled_from(["snapshot", "upsert", "delete", "end", "SNAPSHOT", "patch"]),
+        edge_rows,
+        st.lists(edge_rows, max_size=3),
+        json_values,
+    ),
+)
+
+
+def _as_text(msg: Message) -> str:
+    # repr tells 1 from 1.0 and True from 1, which == does not
+    return repr(msg)
+
+
+@settings(max_examples=500)
+@given(st.one_of(messages.map(encode), edge_objects.map(lambda o: json.dumps(o).encode())))
+def test_the_typed_reader_accepts_only_what_the_checking_reader_accepts_and_reads_it_alike(value: bytes) -> None:
+    from producers.contract import _decode_checked, _decode_typed
+
+    fast = _decode_typed(value)
+    try:
+        slow = _decode_checked(value)
+    except ContractError:
+        assert fast is None
+    else:
+        if fast is not None:
+            assert _as_text(fast) == _as_text(slow)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"kind":"upsert","v":1,"site":"s","session":"s","seq":1,"epoch":0,"ts":1,"kind":"delete","id":"x"}',
+        b'{"v":1,"kind":"upsert","site":"s","session":"s","seq":1,"epoch":0,"ts":1,"row":{"id":"a","t":1e999}}',
+        b'{"v":1,"kind":"upsert","site":"s","session":"s","seq":1,"epoch":0,"ts":1,"row":{"id":"\\ud800"}}',
+        b'{"v":1,"kind":"upsert","site":"s","session":"s","seq":1,"epoch":0,"ts":1,"row":{"id":"a","n":2e0}}',
+        b'{"v":1,"v":2,"kind":"end","site":"s","session":"s","seq":1,"epoch":0,"ts":1}',
+    ],
+)
+def test_decode_is_the_checking_readers_answer_on_edge_records(value: bytes) -> None:
+    from producers.contract import _decode_checked
+
+    try:
+        want: object = _as_text(_decode_checked(value))
+    except ContractError as exc:
+        want = (exc.reason, exc.detail)
+    try:
+        got: object = _as_text(decode(value))
+    except ContractError as exc:
+        got = (exc.reason, exc.detail)
+    assert got == want
+
+
+@given(messages)
+def test_the_typed_reader_reads_every_encoded_message_itself(msg: Message) -> None:
+    from producers.contract import _decode_typed
+
+    fast = _decode_typed(encode(msg))
+    assert fast is not None and _as_text(fast) == _as_text(msg)
