@@ -472,9 +472,4 @@ class Runner:
 
 
 def _intended_json(tx: Transmission) -> str:
-    from producers.contract import encode
-
-    # The common case sends the intended bytes unchanged; reuse them rather than re-encode.
-    if tx.fault in (None, "duplicate", "reorder", "burst", "epoch-reset") and tx.value is not None:
-        return tx.value.decode("utf-8")
-    return encode(tx.message).decode("utf-8")
+    return tx.intended_bytes().decode("utf-8")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from producers.contract import Kind, Message
 from producers.errors import RunConfigError
-from producers.faults import Burst, Crash, EpochReset, Fault, FaultName, SessionFaults, Transmission
+from producers.faults import Fault, FaultName, SessionFaults, Transmission
 from producers.sites import Site, derive_int
 
 __all__ = ["Session", "SessionDriver", "SessionPlan", "session_id"]
@@ -162,6 +162,10 @@ class SessionDriver:
     def fault_counts(self) -> dict[FaultName, int]:
         return dict(self.faults.counts)
 
+    def burst(self, size: int) -> None:
+        """Make the next ``size`` steps urgent (the ``burst`` fault)."""
+        self._burst_left = size
+
     def step(self) -> list[Transmission]:
         if self.done:
             return []
@@ -172,21 +176,9 @@ class SessionDriver:
         if i == 0 and self.faults.opening_withheld is not None:
             tag = self.faults.opening_withheld
         elif (hit := self.faults.stream_fault(i)) is not None:
-            if isinstance(hit, Crash):
-                out = self.faults.drain()
-                end = self.session.end_message()
-                out.append(Transmission(end, None, "crash", {"at_index": i, "last_seq": end.seq - 1}))
-                self.faults.count_hit("crash")
-                self.done = True
+            out, detail = hit.strike(self, i)
+            if self.done:
                 return out
-            if isinstance(hit, EpochReset):
-                # Messages held for a reorder belong to the old epoch; let them out first.
-                out = self.faults.drain()
-                detail = {"previous_epoch": self.session.epoch, "previous_last_seq": self.session.seq - 1}
-                self.session.restart()
-            elif isinstance(hit, Burst):
-                self._burst_left = hit.size
-                detail = {"size": hit.size}
             tag = hit
         if self._burst_left:
             self._burst_left -= 1
