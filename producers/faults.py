@@ -763,8 +763,18 @@ class SessionFaults:
     reorder waits for its partner); :meth:`drain` releases whatever is held.
     """
 
-    def __init__(self, faults: Sequence[Fault], *, seed: int, site: str, ordinal: int, length: int) -> None:
+    def __init__(
+        self,
+        faults: Sequence[Fault],
+        *,
+        seed: int,
+        site: str,
+        ordinal: int,
+        length: int,
+        encode: Callable[[Message], bytes] = encode,
+    ) -> None:
         self._length = length
+        self._encode = encode
         self._active: list[tuple[Fault, random.Random, str]] = []
         for place, fault in enumerate(faults):
             if fault.target.matches(site, ordinal):
@@ -774,6 +784,9 @@ class SessionFaults:
         for fault, rng, _ in self._active:
             if fault.info.stage == "session" and rng.random() < fault.probability and self.opening_withheld is None:
                 self.opening_withheld = fault
+        # Per stage, in list order (the order draws are made in): most messages meet none.
+        self._stream = [(f, rng) for f, rng, _ in self._active if f.info.stage == "stream"]
+        self._transmission = [(f, rng) for f, rng, _ in self._active if f.info.stage == "transmission"]
         self._held: list[list[Transmission]] | None = None
         self._held_want = 0
         self._held_epoch = 0
@@ -782,11 +795,11 @@ class SessionFaults:
     # Stream faults are eligible from the second intended message up to the last before `end`.
     def stream_fault(self, index: int) -> Fault | None:
         """The stream fault (``epoch-reset``, ``crash``, ``burst``) hitting message ``index``, if any."""
-        if not 1 <= index < self._length:
+        if not self._stream or not 1 <= index < self._length:
             return None
         winner = None
-        for fault, rng, _ in self._active:
-            if fault.info.stage != "stream" or not _eligible(fault, index):
+        for fault, rng in self._stream:
+            if not _eligible(fault, index):
                 continue
             if rng.random() < fault.probability and winner is None:
                 winner = fault
@@ -806,16 +819,19 @@ class SessionFaults:
         ``tag`` is a session or stream fault already decided for this message; it excludes
         every transmission fault. Returns an empty list while a reorder holds messages back.
         """
+        if tag is None and self._held is None and not self._transmission:
+            value = self._encode(msg)
+            return [Transmission(msg, value, intended=value)]  # no fault can touch it
         hits: list[Fault] = []
-        for fault, rng, _ in self._active:
-            if fault.info.stage != "transmission" or msg.kind not in fault.info.kinds or not _eligible(fault, index):
+        for fault, rng in self._transmission:
+            if msg.kind not in fault.info.kinds or not _eligible(fault, index):
                 continue
             if rng.random() < fault.probability:
                 hits.append(fault)
         out: list[Transmission] = []
         if self._held is not None and (msg.kind is Kind.END or msg.epoch != self._held_epoch):
             out += self.drain()
-        value = encode(msg)
+        value = self._encode(msg)
         if tag is not None:
             sent = None if tag.info.stage == "session" else value
             group = [Transmission(msg, sent, tag.name, dict(tag_detail or {}), value)]

@@ -86,14 +86,15 @@ class Session:
     def next_message(self) -> Message:
         now = self._clock()
         site, rng = self.site, self._rng
-        common = {"site": site.name, "session": self.id, "seq": self.seq, "epoch": self.epoch, "ts": int(now * 1000)}
+        # Positional construction: this runs once per message, and keyword plumbing shows.
+        head = (site.name, self.id, self.seq, self.epoch, int(now * 1000))
         interval = self.plan.snapshot_interval_s
         if (
             self.seq == 0
             or self._since_snapshot >= self.plan.snapshot_every
             or (interval is not None and now - self._last_snapshot_at >= interval)
         ):
-            msg = Message.snapshot(rows=tuple(site.table.values()), **common)
+            msg = Message(Kind.SNAPSHOT, *head, rows=tuple(site.table.values()))
             self._since_snapshot = 0
             self._last_snapshot_at = now
         else:
@@ -102,16 +103,16 @@ class Session:
             if n < site.min_rows or (r < 0.08 and n < site.max_rows):
                 row = site.new_row(rng)
                 site.put(row)
-                msg = Message.upsert(row=row, **common)
+                msg = Message(Kind.UPSERT, *head, row=row)
             elif r < 0.16 and n > site.min_rows:
                 rid = site.pick_id(rng)
                 site.remove(rid)
-                msg = Message.delete(row_id=rid, **common)
+                msg = Message(Kind.DELETE, *head, row_id=rid)
             else:
                 rid = site.pick_id(rng)
                 row = site.changed(site.table[rid], rng)
                 site.put(row)
-                msg = Message.upsert(row=row, **common)
+                msg = Message(Kind.UPSERT, *head, row=row)
         self._since_snapshot += 1
         self.seq += 1
         return msg
@@ -149,7 +150,9 @@ class SessionDriver:
         self.plan = plan
         self.id = session_id(site.name, ordinal, run_id)
         self.session = Session(site, sid=self.id, ordinal=ordinal, plan=plan, seed=seed, clock=clock)
-        self.faults = SessionFaults(faults, seed=seed, site=site.name, ordinal=ordinal, length=plan.length)
+        self.faults = SessionFaults(
+            faults, seed=seed, site=site.name, ordinal=ordinal, length=plan.length, encode=site.encoder.encode
+        )
         self.index = 0  # intended messages made so far
         self.done = False
         self._burst_left = 0
