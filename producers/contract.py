@@ -67,6 +67,10 @@ _PAYLOAD: dict[Kind, str | None] = {
     Kind.DELETE: "id",
     Kind.END: None,
 }
+# Which of (rows, row, row_id) each kind sets.
+_SHAPE: dict[Kind, tuple[bool, bool, bool]] = {
+    kind: (payload == "rows", payload == "row", payload == "id") for kind, payload in _PAYLOAD.items()
+}
 _ENVELOPE = ("v", "kind", "site", "session", "seq", "epoch", "ts")
 _ALLOWED: dict[Kind, frozenset[str]] = {
     kind: frozenset(_ENVELOPE) | ({payload} if payload else set()) for kind, payload in _PAYLOAD.items()
@@ -96,6 +100,11 @@ class Message:
     def __post_init__(self) -> None:
         if not isinstance(self.kind, Kind):
             object.__setattr__(self, "kind", Kind(self.kind))
+        # The common case in one comparison (a message is built per record sent).
+        if (self.rows is not None, self.row is not None, self.row_id is not None) == _SHAPE[self.kind] and (
+            self.seq >= 0 and self.epoch >= 0
+        ):
+            return
         present = {
             "rows": self.rows is not None,
             "row": self.row is not None,

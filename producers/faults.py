@@ -43,6 +43,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from producers.contract import DEFAULT_MAX_BYTES, Kind, Message, decode, dump_json, encode
@@ -754,6 +755,9 @@ class Transmission:
         return self.intended if self.intended is not None else encode(self.message)
 
 
+_NO_DETAIL: Mapping[str, Any] = MappingProxyType({})
+
+
 class SessionFaults:
     """The fault decisions for one session (one per session, built by the session driver).
 
@@ -821,7 +825,7 @@ class SessionFaults:
         """
         if tag is None and self._held is None and not self._transmission:
             value = self._encode(msg)
-            return [Transmission(msg, value, intended=value)]  # no fault can touch it
+            return [Transmission(msg, value, None, _NO_DETAIL, value)]  # no fault can touch it
         hits: list[Fault] = []
         for fault, rng in self._transmission:
             if msg.kind not in fault.info.kinds or not _eligible(fault, index):
