@@ -191,7 +191,7 @@ class Encoder:
     serialises one row. The envelope's constant part is kept per (kind, site, session).
     The output is byte for byte what :func:`encode` returns, and the same
     :class:`ContractError` is raised for a message it would refuse. Keep one encoder
-    per table of rows (e.g. per site): memory grows with the row ids seen.
+    per table of rows (e.g. per site): it holds the bytes of the rows not yet deleted.
     """
 
     def __init__(self) -> None:
@@ -219,7 +219,9 @@ class Encoder:
         if kind is Kind.SNAPSHOT:
             return b"%s,\"rows\":[%s]}" % (out, b",".join(self._rows_json(msg.rows or ())))
         if kind is Kind.DELETE:
-            return b"%s,\"id\":%s}" % (out, dump_json(_check_str(msg.row_id, "id")))
+            rid = _check_str(msg.row_id, "id")
+            self._rows.pop(rid, None)  # the row is gone: keep memory to the live table
+            return b"%s,\"id\":%s}" % (out, dump_json(rid))
         return out + b"}"
 
     def _rows_json(self, rows: Sequence[Row]) -> list[bytes]:
