@@ -42,6 +42,15 @@ UNION_COLUMNS: list[tuple[str, str]] = [
     ("processed_ms", "bigint"),
 ]
 
+#: SessionStatus fields the ``sessions`` output stores under the names the ``rows`` output
+#: uses (the job writes them so, the verifier reads them back): field -> lake column.
+STATUS_COLUMNS: dict[str, str] = {
+    "last_topic": "topic",
+    "last_partition": "partition",
+    "last_offset": "offset",
+    "last_event_ts_ms": "event_ts_ms",
+}
+
 #: The columns that belong to each output.
 COLUMNS: dict[str, list[str]] = {
     "rows": ["session", "site", "epoch", "seq", "op", "row_id", "data", "event_ts_ms", "topic", "partition", "offset"],

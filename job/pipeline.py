@@ -67,12 +67,7 @@ def step_to_rows(step: Any, processed_ms: int) -> list[dict[str, Any]]:
 
 
 def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
-    record = _as_dict(status)
-    renamed = {
-        "last_topic": "topic", "last_partition": "partition", "last_offset": "offset",
-        "last_event_ts_ms": "event_ts_ms", "last_ts_ms": "event_ts_ms",
-    }  # fmt: skip
-    record = {renamed.get(k, k): v for k, v in record.items()}
+    record = {lake.STATUS_COLUMNS.get(k, k): v for k, v in _as_dict(status).items()}
     return {"output": "sessions", **record, "processed_ms": processed_ms}
 
 

@@ -44,10 +44,11 @@ from typing import Any, Literal, get_args
 import pandas as pd
 
 from producers.contract import ContractError, Kind, Row, decode
-from producers.expected import ExpectedSession, LossWindow, expected_sessions
-from producers.faults import Anomaly
+from producers.expected import DELIVERY_ALLOWED, ExpectedSession, LossWindow, changes_of, expected_sessions
+from producers.faults import BAD_RECORD, STRICT_STOPPING, Anomaly
 
 from job.errors import UsageError
+from job.lake import STATUS_COLUMNS
 from job.session import POLICIES, Policy, QuarantineRecord, RowChange, SessionStatus, rebuild
 
 __all__ = [
@@ -89,8 +90,8 @@ _POLICY_SHOWS: dict[str, frozenset[str]] = {
     "window": frozenset(a.value for a in Anomaly) - {"duplicated", "reordered"},
     "none": frozenset(a.value for a in Anomaly),
 }
-_STATUS_RENAMES = {"topic": "last_topic", "partition": "last_partition", "offset": "last_offset"}
-_STATUS_RENAMES_TS = {"event_ts_ms": "last_event_ts_ms", "last_ts_ms": "last_event_ts_ms"}
+# The lake's status columns back to the SessionStatus fields.
+_STATUS_FIELDS = {column: name for name, column in STATUS_COLUMNS.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -561,14 +562,9 @@ class _Session:
             self._touches = defaultdict(list)
             for key in self.order:  # in (epoch, seq) order, so each list is sorted
                 m = decode(self.intended[key].encode("utf-8"), max_bytes=1 << 40)
-                if m.kind is Kind.SNAPSHOT:
-                    ids = [str(r["id"]) for r in m.rows or ()]
-                elif m.kind is Kind.UPSERT:
-                    ids = [str(m.row["id"])] if m.row is not None else []
-                else:
-                    ids = [str(m.row_id)] if m.kind is Kind.DELETE else []
-                for i in ids:
-                    self._touches[i].append(key)
+                for _, row_id, _ in changes_of(m):
+                    if row_id:  # not the marker of an empty snapshot
+                        self._touches[row_id].append(key)
         keys = self._touches.get(rid, [])
         at = bisect.bisect_right(keys, upto)
         return keys[at - 1] if at else None
@@ -600,7 +596,7 @@ def _columns(df: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
 def _rename_status(df: pd.DataFrame | None) -> pd.DataFrame | None:
     if df is None or "last_offset" in df.columns:
         return df
-    renames = {k: v for k, v in {**_STATUS_RENAMES, **_STATUS_RENAMES_TS}.items() if k in df.columns}
+    renames = {k: v for k, v in _STATUS_FIELDS.items() if k in df.columns}
     return df.rename(columns=renames)
 
 
@@ -635,25 +631,13 @@ def _strict_stop(expected: Mapping[str, ExpectedSession]) -> _Stop | None:
     return _Stop(fault, session)
 
 
-# Faults after which a strict query fails (a bad record, a gap, a duplicate, a divergence).
-_STRICT_STOPS = frozenset(
-    {
-        "drop",
-        "duplicate",
-        "reorder",
-        "corrupt",
-        "schema-drift",
-        "orphan-update",
-        "silent-divergence",
-        "oversized",
-        "delivery-failed",
-        "delivery-indeterminate",
-    }
-)
+# Window causes after which a strict query fails (a bad record, a gap, a duplicate, a
+# divergence): the faults the registry marks so, and every undelivered message.
+_STRICT_STOPS: frozenset[str] = STRICT_STOPPING | frozenset(DELIVERY_ALLOWED)
 
 
 def _contract_reason(r: Any) -> str | None:
-    if r.fault not in ("corrupt", "schema-drift", "oversized") or not r.fault_detail:
+    if r.fault not in BAD_RECORD or not r.fault_detail:
         return None
     return json.loads(r.fault_detail).get("reason")
 
@@ -668,17 +652,9 @@ def _content_problem(sent: bytes | None, changes: list[Any]) -> str | None:
         carried = sorted({(int(c.epoch), int(c.seq)) for c in changes})
         return f"changes carry (epoch, seq) {carried}, the record ({m.epoch}, {m.seq})"
     got = {(str(c.op), str(c.row_id)): _row(c.data) for c in changes}
-    if m.kind is Kind.SNAPSHOT:
-        want: dict[tuple[str, str], Any] = {("snapshot", str(r["id"])): r for r in m.rows or ()}
-        if not m.rows:
-            want = {("snapshot", ""): None}  # the marker of an empty snapshot
-    elif m.kind is Kind.UPSERT:
-        assert m.row is not None
-        want = {("upsert", str(m.row["id"])): m.row}
-    elif m.kind is Kind.DELETE:
-        want = {("delete", str(m.row_id)): None}
-    else:
+    if m.kind is Kind.END:
         return "row changes written for an end message"
+    want = {(op, rid): row for op, rid, row in changes_of(m)}
     # A record applied twice shows each change twice; that is reported as duplicated.
     if got != want:
         return f"the changes do not match the {m.kind} that was sent"

@@ -21,12 +21,15 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
+import msgspec
+
 from producers.errors import ContractError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "SCHEMA_VERSION",
     "ContractError",
+    "Encoder",
     "Kind",
     "Message",
     "Row",
@@ -66,6 +69,10 @@ _PAYLOAD: dict[Kind, str | None] = {
     Kind.DELETE: "id",
     Kind.END: None,
 }
+# Which of (rows, row, row_id) each kind sets.
+_SHAPE: dict[Kind, tuple[bool, bool, bool]] = {
+    kind: (payload == "rows", payload == "row", payload == "id") for kind, payload in _PAYLOAD.items()
+}
 _ENVELOPE = ("v", "kind", "site", "session", "seq", "epoch", "ts")
 _ALLOWED: dict[Kind, frozenset[str]] = {
     kind: frozenset(_ENVELOPE) | ({payload} if payload else set()) for kind, payload in _PAYLOAD.items()
@@ -95,6 +102,11 @@ class Message:
     def __post_init__(self) -> None:
         if not isinstance(self.kind, Kind):
             object.__setattr__(self, "kind", Kind(self.kind))
+        # The common case in one comparison (a message is built per record sent).
+        if (self.rows is not None, self.row is not None, self.row_id is not None) == _SHAPE[self.kind] and (
+            self.seq >= 0 and self.epoch >= 0
+        ):
+            return
         present = {
             "rows": self.rows is not None,
             "row": self.row is not None,
@@ -171,6 +183,96 @@ def encode(msg: Message) -> bytes:
     elif msg.kind is Kind.DELETE:
         _check_str(msg.row_id, "id")
     return dump_json(msg.to_json_obj())
+
+
+class Encoder:
+    """:func:`encode` for a producer that never edits a row once it is in a message.
+
+    Each row object is checked and serialised once and remembered (by row id, and only
+    while it is the same object), so a snapshot joins bytes it already has and an upsert
+    serialises one row. The envelope's constant part is kept per (kind, site, session).
+    The output is byte for byte what :func:`encode` returns, and the same
+    :class:`ContractError` is raised for a message it would refuse. Keep one encoder
+    per table of rows (e.g. per site): it holds the bytes of the rows not yet deleted.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[object, tuple[Row, bytes]] = {}
+        self._heads: dict[tuple[Kind, str, str], bytes] = {}
+
+    def encode(self, msg: Message) -> bytes:
+        """The record value for ``msg``; see :func:`encode`."""
+        kind = msg.kind
+        head = self._heads.get((kind, msg.site, msg.session))
+        if head is None:
+            _check_str(msg.site, "site")
+            _check_str(msg.session, "session")
+            head = dump_json({"v": SCHEMA_VERSION, "kind": kind.value, "site": msg.site, "session": msg.session})
+            head = self._heads[(kind, msg.site, msg.session)] = head[:-1] + b',"seq":'
+        seq, epoch, ts = msg.seq, msg.epoch, msg.ts
+        if not (type(seq) is int and type(epoch) is int and type(ts) is int and 0 <= seq <= _INT64_MAX
+                and 0 <= epoch <= _INT64_MAX and _INT64_MIN <= ts <= _INT64_MAX):  # fmt: skip
+            _check_int(seq, "seq", minimum=0)
+            _check_int(epoch, "epoch", minimum=0)
+            _check_int(ts, "ts")
+        out = b"%s%d,\"epoch\":%d,\"ts\":%d" % (head, seq, epoch, ts)
+        if kind is Kind.UPSERT:
+            return b"%s,\"row\":%s}" % (out, self._row(msg.row, "row"))
+        if kind is Kind.SNAPSHOT:
+            return b"%s,\"rows\":[%s]}" % (out, b",".join(self._rows_json(msg.rows or ())))
+        if kind is Kind.DELETE:
+            rid = _check_str(msg.row_id, "id")
+            self._rows.pop(rid, None)  # the row is gone: keep memory to the live table
+            return b"%s,\"id\":%s}" % (out, dump_json(rid))
+        return out + b"}"
+
+    def _rows_json(self, rows: Sequence[Row]) -> list[bytes]:
+        # A snapshot's rows are nearly all known: look them up inline, name a row only on a miss.
+        known = self._rows.get
+        out = []
+        for i, row in enumerate(rows):
+            rid = row.get("id") if type(row) is dict else None
+            hit = known(rid) if type(rid) is str else None
+            out.append(hit[1] if hit is not None and hit[0] is row else self._row(row, f"rows[{i}]"))
+        return out
+
+    def _row(self, row: Row | None, where: str) -> bytes:
+        rid = row.get("id") if type(row) is dict else None
+        hit = self._rows.get(rid) if type(rid) is str else None
+        if hit is not None and hit[0] is row:
+            return hit[1]
+        data = _row_json(row, where)
+        self._rows[rid] = (row, data)  # type: ignore[index]
+        return data
+
+
+# msgspec writes what json.dumps writes (compact, UTF-8, same string escapes) for str
+# keys and str, bool, None and int64 values, and for floats written without an exponent
+# (0 and 1e-4 <= |x| < 1e16); outside that range it writes "1e-05" as "0.00001". Rows of
+# only such cells take the C encoder; any other row takes json, so the bytes never differ.
+_msgspec_json = msgspec.json.Encoder().encode
+
+
+def _row_json(row: object, where: str) -> bytes:
+    """``dump_json(row)`` after the checks of :func:`_check_row` (the same error, if any)."""
+    if type(row) is dict:
+        rid = row.get("id")
+        if type(rid) is str and rid:
+            for name, cell in row.items():
+                kind = type(cell)
+                if type(name) is not str:
+                    break
+                if kind is str or kind is bool or cell is None:
+                    continue
+                if kind is int and _INT64_MIN <= cell <= _INT64_MAX:
+                    continue
+                if kind is float and (cell == 0.0 or 1e-4 <= abs(cell) < 1e16):
+                    continue
+                break
+            else:
+                return _msgspec_json(row)
+    _check_row(row, where)
+    return dump_json(row)
 
 
 def dump_json(obj: object) -> bytes:

@@ -35,15 +35,14 @@ Final tables
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 import pandas as pd
 
-from producers.contract import Kind, Row, decode
-from producers.faults import FAULTS, Anomaly, FaultName
+from producers.contract import Kind, Message, Row, decode
+from producers.faults import CLEAN_SNAPSHOT, FAULTS, Anomaly, Drop, FaultName
 
 __all__ = [
     "CLEAN_FAULTS",
@@ -51,22 +50,69 @@ __all__ = [
     "ExpectedSession",
     "LossWindow",
     "WindowCause",
+    "apply_message",
+    "changes_of",
     "expected_sessions",
     "loss_windows",
 ]
 
 WindowCause = FaultName | Literal["delivery-failed", "delivery-indeterminate"]
 
-#: Faults that leave a snapshot usable as a resynchronisation point.
-CLEAN_FAULTS: frozenset[str | None] = frozenset({None, "clock-skew", "burst", "epoch-reset"})
+#: What a snapshot's ledger row may say and the snapshot still be a resynchronisation
+#: point: no fault, or one the registry marks ``clean_snapshot``.
+CLEAN_FAULTS: frozenset[str | None] = frozenset({None, *CLEAN_SNAPSHOT})
 
 #: What an undelivered message allows (an indeterminate one may also have arrived twice,
 #: e.g. when a run is restarted and resends; the idempotent producer prevents retries
 #: from duplicating within a run).
 DELIVERY_ALLOWED: dict[str, frozenset[Anomaly]] = {
-    "delivery-failed": FAULTS["drop"].info.allowed,
-    "delivery-indeterminate": FAULTS["drop"].info.allowed | {Anomaly.DUPLICATED},
+    "delivery-failed": Drop.info.allowed,
+    "delivery-indeterminate": Drop.info.allowed | {Anomaly.DUPLICATED},
 }
+
+Change = tuple[str, str, Row | None]
+
+
+# -- the oracle's table semantics ------------------------------------------------------------
+# The checker replays the wire semantics on its own, on purpose: it shares no code with the
+# session core (job/session.py) it checks, since an oracle that reused the core would agree
+# with the core's bugs. These two are the only places that apply a message to a table; the
+# verifier asks this one (``changes_of``, ``apply_message``) and never keeps a third (it
+# reads the job's ``rows`` output back with the core's ``rebuild``, the core's own format).
+
+
+def changes_of(msg: Message) -> list[Change]:
+    """The row changes ``msg`` must write, as ``(op, row_id, row)``, in the ``rows`` output's terms.
+
+    A snapshot writes one ``snapshot`` change per row (an empty one the marker
+    ``("snapshot", "", None)``), an upsert its whole row, a delete ``(delete, id, None)``,
+    an ``end`` nothing.
+    """
+    if msg.kind is Kind.SNAPSHOT:
+        if not msg.rows:
+            return [("snapshot", "", None)]
+        return [("snapshot", str(r["id"]), r) for r in msg.rows]
+    if msg.kind is Kind.UPSERT:
+        assert msg.row is not None
+        return [("upsert", str(msg.row["id"]), msg.row)]
+    if msg.kind is Kind.DELETE:
+        return [("delete", str(msg.row_id), None)]
+    return []
+
+
+def apply_message(table: dict[str, Row], msg: Message) -> dict[str, Row]:
+    """The table after ``msg``: a snapshot replaces it, an upsert puts a row, a delete removes one.
+
+    Returns a new dict for a snapshot, else ``table`` itself, changed in place.
+    """
+    if msg.kind is Kind.SNAPSHOT:
+        return {str(r["id"]): r for r in msg.rows or ()}
+    for op, rid, row in changes_of(msg):
+        if op == "upsert":
+            table[rid] = row  # type: ignore[assignment]
+        else:
+            table.pop(rid, None)
+    return table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +202,7 @@ def loss_windows(ledger: pd.DataFrame) -> pd.DataFrame:
 
 def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
     # One intended message per (epoch, seq): a duplicate's copy repeats its original.
-    intended: dict[tuple[int, int], dict] = {}
+    intended: dict[tuple[int, int], Message] = {}
     clean_snapshots: set[tuple[int, int]] = set()
     for r in rows.itertuples(index=False):
         key = (int(r.epoch), int(r.seq))
@@ -170,21 +216,11 @@ def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
     touched: dict[tuple[int, int], set[str]] = {}
     everyone: set[str] = set()
     for key in order:
-        obj = intended[key]
-        kind = obj["kind"]
-        if kind == Kind.SNAPSHOT:
-            table = {row["id"]: row for row in obj["rows"]}
-            everyone.update(table)
-            touched[key] = set()
-        elif kind == Kind.UPSERT:
-            table[obj["row"]["id"]] = obj["row"]
-            touched[key] = {obj["row"]["id"]}
-        elif kind == Kind.DELETE:
-            table.pop(obj["id"], None)
-            touched[key] = {obj["id"]}
-        else:
-            touched[key] = set()
-        everyone.update(touched[key])
+        msg = intended[key]
+        table = apply_message(table, msg)
+        # A snapshot restates rows rather than changing them: it touches none.
+        touched[key] = set() if msg.kind is Kind.SNAPSHOT else {rid for _, rid, _ in changes_of(msg)}
+        everyone.update(table if msg.kind is Kind.SNAPSHOT else touched[key])
 
     windows: list[LossWindow] = []
     for r in rows.itertuples(index=False):
@@ -193,10 +229,7 @@ def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
         if fault is not None:
             info = FAULTS[fault].info  # type: ignore[index]
             if info.window == "to-next-snapshot":
-                lo = hi = seq
-                if fault == "reorder":
-                    partner = json.loads(r.fault_detail or "{}").get("partner_seq", seq)
-                    lo, hi = min(seq, partner), max(seq, partner)
+                lo, hi = FAULTS[fault].span(seq, r.fault_detail)  # type: ignore[index]
                 windows.append(_to_snapshot(sid, epoch, lo, hi, fault, info.allowed, index, clean_snapshots))
             elif info.window == "message":
                 windows.append(
@@ -296,9 +329,9 @@ def _to_snapshot(
     )
 
 
-def _intended(text: str) -> dict:
+def _intended(text: str) -> Message:
     # The ledger's intended JSON was written by ``encode``; decode checks it is still v1.
-    return decode(text.encode("utf-8"), max_bytes=1 << 40).to_json_obj()
+    return decode(text.encode("utf-8"), max_bytes=1 << 40)
 
 
 def _fault(value: object) -> str | None:

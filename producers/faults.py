@@ -19,6 +19,14 @@ One fault per message
     message is never faulted otherwise. A ``duplicate`` sends two ledger rows: the
     original (no fault) and the copy (fault ``duplicate``).
 
+Adding a fault
+    One registered class: its :class:`FaultInfo` (documentation, window, and the
+    properties the verifier derives its sets from: ``stops_strict``, ``clean_snapshot``,
+    ``bad_record``) and the apply step of its stage (:meth:`Fault.strike` for a stream
+    fault, :meth:`Fault.damage` or :meth:`Fault.transmit` for a transmission fault). Code
+    outside this module names a fault through its class (``Crash.name``) or one of the
+    derived sets, never by a string (a test scans the tree for that).
+
 Reproducibility
     Each (session, fault) pair draws from its own ``random.Random`` seeded from the run
     seed, the site name, the session ordinal, the fault's name and its place in the list,
@@ -32,15 +40,21 @@ import dataclasses
 import json
 import random
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Literal, get_args
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from producers.contract import DEFAULT_MAX_BYTES, Kind, Message, decode, dump_json, encode
 from producers.errors import ContractError, FaultSpecError
 
+if TYPE_CHECKING:
+    from producers.sessions import SessionDriver
+
 __all__ = [
+    "BAD_RECORD",
+    "CLEAN_SNAPSHOT",
     "FAULTS",
     "FAULT_NAMES",
     "Anomaly",
@@ -59,6 +73,7 @@ __all__ = [
     "Reorder",
     "SchemaDrift",
     "SessionFaults",
+    "STRICT_STOPPING",
     "SilentDivergence",
     "Target",
     "Transmission",
@@ -130,6 +145,12 @@ class FaultInfo:
     must: str  # what a correct pipeline must do
     allowed: frozenset[Anomaly]  # what the verifier may see inside its window
     window: WindowShape
+    #: A ``strict`` query fails on it (it leaves a bad record, a gap, a duplicate or a divergence).
+    stops_strict: bool = False
+    #: A snapshot carrying it still restates the table: it closes loss windows (a resync point).
+    clean_snapshot: bool = False
+    #: It sends bytes the contract rejects; its ledger detail names the parser's ``reason``.
+    bad_record: bool = False
 
     def text(self) -> str:
         anomalies = ", ".join(sorted(self.allowed)) or "none (nothing may be lost)"
@@ -158,6 +179,8 @@ class Fault:
     probability: float
     target: Target = field(default_factory=Target)
     info: ClassVar[FaultInfo]
+    #: The registry name (``Drop.name == "drop"``): how code outside this module names a fault.
+    name: ClassVar[FaultName]
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.probability <= 1.0:
@@ -168,10 +191,6 @@ class Fault:
             )
         if self.target.at is not None and self.target.at < 0:
             raise FaultSpecError(self.spec(), f"at={self.target.at} is negative", "use a message index >= 0")
-
-    @property
-    def name(self) -> FaultName:
-        return self.info.name
 
     def knobs(self) -> dict[str, Any]:
         """The fault-specific settings (everything but probability and target)."""
@@ -192,6 +211,40 @@ class Fault:
             parts.append(f"at={t.at}")
         return ":".join(parts)
 
+    # -- the apply steps (each fault class overrides the one of its stage) ----------------
+
+    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+        """A stream fault hits intended message ``index`` of ``driver``'s session, before it is made.
+
+        Returns the transmissions to send first and the ledger detail of the tagged
+        message; a fault that ends the session sets ``driver.done`` (no message is made).
+        """
+        raise AssertionError(f"{self.name} is not a stream fault")  # pragma: no cover
+
+    def transmit(
+        self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random
+    ) -> list[Transmission] | None:
+        """A transmission fault hits ``msg`` (encoded as ``value``): what goes out instead.
+
+        ``rng`` decides the details of the hit. None when the fault cannot apply to this
+        message (the next hit is tried). The default sends what :meth:`damage` makes.
+        """
+        done = self.damage(msg, value, rng)
+        if done is None:
+            return None
+        sent, detail = done
+        faults.count_hit(self.name)
+        return [Transmission(msg, sent, self.name, detail, value)]
+
+    def damage(self, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
+        """What is sent instead of ``value`` (None: nothing) and the ledger detail; None if it cannot apply."""
+        raise AssertionError(f"{self.name} is not a transmission fault")  # pragma: no cover
+
+    @classmethod
+    def span(cls, seq: int, detail: str | None) -> tuple[int, int]:
+        """The seqs a hit at ``seq`` (ledger detail JSON ``detail``) damages: ``(lowest, highest)``."""
+        return seq, seq
+
 
 FAULTS: dict[FaultName, type[Fault]] = {}
 
@@ -199,6 +252,7 @@ FAULTS: dict[FaultName, type[Fault]] = {}
 def _register(info: FaultInfo):  # type: ignore[no-untyped-def]
     def wrap(cls: type[Fault]) -> type[Fault]:
         cls.info = info
+        cls.name = info.name
         # One source of truth: the docstring is the registry text.
         cls.__doc__ = f"The ``{info.name}`` fault ({info.stage} stage).\n\n{info.text()}"
         FAULTS[info.name] = cls
@@ -218,11 +272,13 @@ def _register(info: FaultInfo):  # type: ignore[no-untyped-def]
         "broken and hold its updates until the next snapshot.",
         allowed=frozenset({Anomaly.GAP, Anomaly.LOST, Anomaly.QUARANTINED, Anomaly.ORPHAN, Anomaly.UNTERMINATED}),
         window="to-next-snapshot",
+        stops_strict=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
 class Drop(Fault):
-    pass
+    def damage(self, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
+        return None, {}
 
 
 @_register(
@@ -235,11 +291,16 @@ class Drop(Fault):
         must="recognise seq <= last seen and skip it (or, under `strict`, fail).",
         allowed=frozenset({Anomaly.DUPLICATED, Anomaly.QUARANTINED, Anomaly.LOST}),
         window="to-next-snapshot",
+        stops_strict=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
 class Duplicate(Fault):
-    pass
+    def transmit(
+        self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random
+    ) -> list[Transmission] | None:
+        faults.count_hit(self.name)
+        return [Transmission(msg, value, intended=value), Transmission(msg, value, self.name, {"copy": 2}, value)]
 
 
 @_register(
@@ -253,6 +314,7 @@ class Duplicate(Fault):
         must="under `window` hold and reorder within its window; otherwise treat as gap + late record.",
         allowed=frozenset({Anomaly.REORDERED, Anomaly.GAP, Anomaly.LOST, Anomaly.QUARANTINED}),
         window="to-next-snapshot",
+        stops_strict=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
@@ -263,6 +325,20 @@ class Reorder(Fault):
         super().__post_init__()
         if self.k < 1:
             raise FaultSpecError(self.spec(), f"k={self.k} must be >= 1", "use e.g. k=3")
+
+    def transmit(
+        self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random
+    ) -> list[Transmission] | None:
+        if faults.holding:
+            return None  # no reorder inside a reorder
+        faults.hold(rng.randint(1, self.k), msg.epoch)
+        return [Transmission(msg, value, self.name, {}, value)]
+
+    @classmethod
+    def span(cls, seq: int, detail: str | None) -> tuple[int, int]:
+        # Both swapped messages are damaged: the window opens at the lower seq.
+        partner = json.loads(detail or "{}").get("partner_seq", seq)
+        return min(seq, partner), max(seq, partner)
 
 
 CorruptVariant = Literal["truncate", "invalid-json", "wrong-type"]
@@ -280,6 +356,8 @@ DriftVariant = Literal["unknown-field", "missing-field", "future-version"]
         must="quarantine the record with its reason, never crash on it, then handle the missing seq as a gap.",
         allowed=_BAD_RECORD,
         window="to-next-snapshot",
+        stops_strict=True,
+        bad_record=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
@@ -289,6 +367,28 @@ class Corrupt(Fault):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_variant(self, self.variant, get_args(CorruptVariant))
+
+    def damage(self, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
+        variant = self.variant or rng.choice(get_args(CorruptVariant))
+        if variant == "truncate":
+            cut = rng.randint(1, len(value) - 1)
+            return _bad(value[:cut], {"variant": variant, "kept_bytes": cut, "of_bytes": len(value)})
+        if variant == "invalid-json":
+            mangle = rng.choice(("trailing-comma", "single-quotes", "extra-brace"))
+            if mangle == "trailing-comma":
+                sent = value[:-1] + b",}"
+            elif mangle == "single-quotes":
+                sent = value.replace(b'"v":', b"'v':", 1)
+            else:
+                sent = value + b"}"
+            return _bad(sent, {"variant": variant, "mangle": mangle})
+        obj = json.loads(value)
+        choices = ["seq", "epoch", "ts", "site", "session"] + (
+            [_payload_field(msg)] if msg.kind is not Kind.END else []
+        )
+        name = rng.choice(choices)
+        obj[name] = _wrong_type(obj[name])
+        return _bad(dump_json(obj), {"variant": variant, "field": name})
 
 
 @_register(
@@ -304,6 +404,8 @@ class Corrupt(Fault):
         "then handle the missing seq as a gap.",
         allowed=_BAD_RECORD,
         window="to-next-snapshot",
+        stops_strict=True,
+        bad_record=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
@@ -313,6 +415,23 @@ class SchemaDrift(Fault):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_variant(self, self.variant, get_args(DriftVariant))
+
+    def damage(self, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
+        variant = self.variant or rng.choice(get_args(DriftVariant))
+        obj = json.loads(value)
+        if variant == "unknown-field":
+            obj["producer_host"] = f"edge-{rng.randint(1, 99)}"
+            detail: dict[str, Any] = {"variant": variant, "field": "producer_host"}
+        elif variant == "missing-field":
+            name = rng.choice(
+                ["site", "session", "seq", "epoch", "ts"] + ([_payload_field(msg)] if msg.kind is not Kind.END else [])
+            )
+            del obj[name]
+            detail = {"variant": variant, "field": name}
+        else:
+            obj["v"] = 2
+            detail = {"variant": variant, "v": 2}
+        return _bad(dump_json(obj), detail)
 
 
 @_register(
@@ -325,11 +444,12 @@ class SchemaDrift(Fault):
         must="not invent a table: hold or quarantine the updates until the session's first snapshot.",
         allowed=frozenset({Anomaly.ORPHAN, Anomaly.QUARANTINED, Anomaly.LOST, Anomaly.GAP}),
         window="to-next-snapshot",
+        stops_strict=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
 class OrphanUpdate(Fault):
-    pass
+    pass  # a session fault: SessionFaults withholds the opening snapshot
 
 
 @_register(
@@ -344,11 +464,17 @@ class OrphanUpdate(Fault):
         "new snapshot; messages of an older epoch arriving later are stale.",
         allowed=frozenset({Anomaly.EPOCH_CHANGE}),
         window="message",
+        clean_snapshot=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
 class EpochReset(Fault):
-    pass
+    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+        # Messages held for a reorder belong to the old epoch; let them out first.
+        out = driver.faults.drain()
+        detail = {"previous_epoch": driver.session.epoch, "previous_last_seq": driver.session.seq - 1}
+        driver.session.restart()
+        return out, detail
 
 
 @_register(
@@ -362,11 +488,21 @@ class EpochReset(Fault):
         must="compare each snapshot with its state, report the divergence and adopt the snapshot.",
         allowed=frozenset({Anomaly.WRONG_VALUE, Anomaly.DIVERGENCE}),
         window="to-next-snapshot",
+        stops_strict=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
 class SilentDivergence(Fault):
-    pass
+    def damage(self, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
+        assert msg.row is not None
+        columns = [c for c, v in msg.row.items() if c != "id" and v is not None]
+        if not columns:
+            return None  # nothing to change in this row
+        column = rng.choice(columns)
+        intended = msg.row[column]
+        wrong = _wrong_value(intended, rng)
+        sent_msg = dataclasses.replace(msg, row={**msg.row, column: wrong})
+        return encode(sent_msg), {"column": column, "row_id": msg.row["id"], "intended": intended, "sent": wrong}
 
 
 @_register(
@@ -380,6 +516,8 @@ class SilentDivergence(Fault):
         must="reject it by size before parsing (no memory blow-up), quarantine it, handle the gap.",
         allowed=_BAD_RECORD,
         window="to-next-snapshot",
+        stops_strict=True,
+        bad_record=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
@@ -396,6 +534,23 @@ class Oversized(Fault):
                 "use e.g. size=1100000",
             )
 
+    def damage(self, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
+        rows = list(msg.rows or ()) if msg.kind is Kind.SNAPSHOT else [msg.row]
+        for i, row in enumerate(rows):
+            assert row is not None
+            column = next((c for c, v in row.items() if c != "id" and isinstance(v, str)), None)
+            if column is None:
+                continue
+            pad = max(0, self.size - len(value))
+            padded = {**row, column: f"{row[column]} {'x' * pad}"}
+            if msg.kind is Kind.SNAPSHOT:
+                rows[i] = padded
+                sent_msg = dataclasses.replace(msg, rows=tuple(rows))
+            else:
+                sent_msg = dataclasses.replace(msg, row=padded)
+            return _bad(encode(sent_msg), {"column": column, "row_id": row["id"]})
+        return None  # no string column to pad
+
 
 @_register(
     FaultInfo(
@@ -407,11 +562,16 @@ class Oversized(Fault):
         must="order by offset and seq, never by ts; apply the message (it may be flagged late, not dropped).",
         allowed=frozenset({Anomaly.LATE}),
         window="message",
+        clean_snapshot=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
 class ClockSkew(Fault):
     skew_ms: int | None = None
+
+    def damage(self, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
+        skew = self.skew_ms if self.skew_ms is not None else rng.choice((-1, 1)) * rng.randint(60_000, 3_600_000)
+        return encode(dataclasses.replace(msg, ts=msg.ts + skew)), {"skew_ms": skew}
 
 
 @_register(
@@ -429,7 +589,13 @@ class ClockSkew(Fault):
 )
 @dataclass(frozen=True, kw_only=True)
 class Crash(Fault):
-    pass
+    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+        out = driver.faults.drain()
+        end = driver.session.end_message()
+        out.append(Transmission(end, None, self.name, {"at_index": index, "last_seq": end.seq - 1}))
+        driver.faults.count_hit(self.name)
+        driver.done = True
+        return out, {}
 
 
 @_register(
@@ -443,6 +609,7 @@ class Crash(Fault):
         must="absorb it (bounded batches such as maxOffsetsPerTrigger) without losing anything.",
         allowed=frozenset(),
         window="none",
+        clean_snapshot=True,
     )
 )
 @dataclass(frozen=True, kw_only=True)
@@ -453,6 +620,22 @@ class Burst(Fault):
         super().__post_init__()
         if self.size < 1:
             raise FaultSpecError(self.spec(), f"size={self.size} must be >= 1", "use e.g. size=500")
+
+    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+        driver.burst(self.size)
+        return [], {"size": self.size}
+
+
+def _registry_names(test: Callable[[FaultInfo], bool]) -> frozenset[FaultName]:
+    return frozenset(name for name, cls in FAULTS.items() if test(cls.info))
+
+
+#: Faults on which a ``strict`` query fails (derived from the registry).
+STRICT_STOPPING: frozenset[FaultName] = _registry_names(lambda i: i.stops_strict)
+#: Faults a snapshot may carry and still be a resynchronisation point.
+CLEAN_SNAPSHOT: frozenset[FaultName] = _registry_names(lambda i: i.clean_snapshot)
+#: Faults that send a record the contract rejects (the ledger detail names its reason).
+BAD_RECORD: frozenset[FaultName] = _registry_names(lambda i: i.bad_record)
 
 
 def _check_variant(fault: Fault, variant: str | None, allowed: tuple[str, ...]) -> None:
@@ -557,12 +740,22 @@ class Transmission:
     ``value`` is the record value to send, or ``None`` when the fault withholds it
     (``drop``, ``orphan-update``, ``crash``). ``detail`` is a small JSON-able dict
     describing the hit (variant, partner seq, parser reason, skew...).
+    ``intended`` is ``encode(message)`` when the maker had it at hand (None: encode it
+    again when needed), so the ledger need not encode a message twice.
     """
 
     message: Message
     value: bytes | None
     fault: FaultName | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    intended: bytes | None = None
+
+    def intended_bytes(self) -> bytes:
+        """The intended message as the contract encodes it."""
+        return self.intended if self.intended is not None else encode(self.message)
+
+
+_NO_DETAIL: Mapping[str, Any] = MappingProxyType({})
 
 
 class SessionFaults:
@@ -574,8 +767,18 @@ class SessionFaults:
     reorder waits for its partner); :meth:`drain` releases whatever is held.
     """
 
-    def __init__(self, faults: Sequence[Fault], *, seed: int, site: str, ordinal: int, length: int) -> None:
+    def __init__(
+        self,
+        faults: Sequence[Fault],
+        *,
+        seed: int,
+        site: str,
+        ordinal: int,
+        length: int,
+        encode: Callable[[Message], bytes] = encode,
+    ) -> None:
         self._length = length
+        self._encode = encode
         self._active: list[tuple[Fault, random.Random, str]] = []
         for place, fault in enumerate(faults):
             if fault.target.matches(site, ordinal):
@@ -585,6 +788,9 @@ class SessionFaults:
         for fault, rng, _ in self._active:
             if fault.info.stage == "session" and rng.random() < fault.probability and self.opening_withheld is None:
                 self.opening_withheld = fault
+        # Per stage, in list order (the order draws are made in): most messages meet none.
+        self._stream = [(f, rng) for f, rng, _ in self._active if f.info.stage == "stream"]
+        self._transmission = [(f, rng) for f, rng, _ in self._active if f.info.stage == "transmission"]
         self._held: list[list[Transmission]] | None = None
         self._held_want = 0
         self._held_epoch = 0
@@ -593,11 +799,11 @@ class SessionFaults:
     # Stream faults are eligible from the second intended message up to the last before `end`.
     def stream_fault(self, index: int) -> Fault | None:
         """The stream fault (``epoch-reset``, ``crash``, ``burst``) hitting message ``index``, if any."""
-        if not 1 <= index < self._length:
+        if not self._stream or not 1 <= index < self._length:
             return None
         winner = None
-        for fault, rng, _ in self._active:
-            if fault.info.stage != "stream" or not _eligible(fault, index):
+        for fault, rng in self._stream:
+            if not _eligible(fault, index):
                 continue
             if rng.random() < fault.probability and winner is None:
                 winner = fault
@@ -617,24 +823,27 @@ class SessionFaults:
         ``tag`` is a session or stream fault already decided for this message; it excludes
         every transmission fault. Returns an empty list while a reorder holds messages back.
         """
+        if tag is None and self._held is None and not self._transmission:
+            value = self._encode(msg)
+            return [Transmission(msg, value, None, _NO_DETAIL, value)]  # no fault can touch it
         hits: list[Fault] = []
-        for fault, rng, _ in self._active:
-            if fault.info.stage != "transmission" or msg.kind not in fault.info.kinds or not _eligible(fault, index):
+        for fault, rng in self._transmission:
+            if msg.kind not in fault.info.kinds or not _eligible(fault, index):
                 continue
             if rng.random() < fault.probability:
                 hits.append(fault)
         out: list[Transmission] = []
         if self._held is not None and (msg.kind is Kind.END or msg.epoch != self._held_epoch):
             out += self.drain()
-        value = encode(msg)
+        value = self._encode(msg)
         if tag is not None:
             sent = None if tag.info.stage == "session" else value
-            group = [Transmission(msg, sent, tag.name, dict(tag_detail or {}))]
+            group = [Transmission(msg, sent, tag.name, dict(tag_detail or {}), value)]
             self.count_hit(tag.name)
         elif self._held is not None and len(self._held) >= self._held_want - 1:
             # The reorder partner: sent plain (its own draws are spent but ignored) and
             # relabelled when the swap is made.
-            group = [Transmission(msg, value)]
+            group = [Transmission(msg, value, intended=value)]
         else:
             group = self._apply(msg, value, index, hits)
         if self._held is not None:
@@ -648,27 +857,23 @@ class SessionFaults:
         """Release held messages (a reorder cut short by `end`, an epoch change or a crash)."""
         return self._release() if self._held is not None else []
 
+    @property
+    def holding(self) -> bool:
+        """True while a reorder holds messages back for its partner."""
+        return self._held is not None
+
+    def hold(self, distance: int, epoch: int) -> None:
+        """Start a reorder: hold the next ``distance`` messages of ``epoch``, then swap."""
+        self._held = []
+        self._held_want = distance + 1
+        self._held_epoch = epoch
+
     def _apply(self, msg: Message, value: bytes, index: int, hits: list[Fault]) -> list[Transmission]:
         for fault in hits:
-            rng = self.detail_rng(fault, index)
-            if isinstance(fault, Reorder):
-                if self._held is not None:
-                    continue  # no reorder inside a reorder
-                distance = rng.randint(1, fault.k)
-                self._held = []
-                self._held_want = distance + 1
-                self._held_epoch = msg.epoch
-                return [Transmission(msg, value, "reorder", {})]
-            if isinstance(fault, Duplicate):
-                self.count_hit("duplicate")
-                return [Transmission(msg, value), Transmission(msg, value, "duplicate", {"copy": 2})]
-            done = _damage(fault, msg, value, rng)
-            if done is None:
-                continue  # nothing to damage in this message (e.g. no column to change)
-            sent, detail = done
-            self.count_hit(fault.name)
-            return [Transmission(msg, sent, fault.name, detail)]
-        return [Transmission(msg, value)]
+            out = fault.transmit(self, msg, value, self.detail_rng(fault, index))
+            if out is not None:
+                return out
+        return [Transmission(msg, value, intended=value)]
 
     def _release(self) -> list[Transmission]:
         held = self._held or []
@@ -706,79 +911,6 @@ class SessionFaults:
 
 def _eligible(fault: Fault, index: int) -> bool:
     return fault.target.at is None or fault.target.at == index
-
-
-def _damage(fault: Fault, msg: Message, value: bytes, rng: random.Random) -> tuple[bytes | None, dict[str, Any]] | None:
-    """What ``fault`` sends instead of ``value``, and the ledger detail; None if it cannot apply."""
-    if isinstance(fault, Drop):
-        return None, {}
-    if isinstance(fault, Corrupt):
-        variant = fault.variant or rng.choice(get_args(CorruptVariant))
-        if variant == "truncate":
-            cut = rng.randint(1, len(value) - 1)
-            return _bad(value[:cut], {"variant": variant, "kept_bytes": cut, "of_bytes": len(value)})
-        if variant == "invalid-json":
-            mangle = rng.choice(("trailing-comma", "single-quotes", "extra-brace"))
-            if mangle == "trailing-comma":
-                sent = value[:-1] + b",}"
-            elif mangle == "single-quotes":
-                sent = value.replace(b'"v":', b"'v':", 1)
-            else:
-                sent = value + b"}"
-            return _bad(sent, {"variant": variant, "mangle": mangle})
-        obj = json.loads(value)
-        choices = ["seq", "epoch", "ts", "site", "session"] + (
-            [_payload_field(msg)] if msg.kind is not Kind.END else []
-        )
-        name = rng.choice(choices)
-        obj[name] = _wrong_type(obj[name])
-        return _bad(dump_json(obj), {"variant": variant, "field": name})
-    if isinstance(fault, SchemaDrift):
-        variant = fault.variant or rng.choice(get_args(DriftVariant))
-        obj = json.loads(value)
-        if variant == "unknown-field":
-            obj["producer_host"] = f"edge-{rng.randint(1, 99)}"
-            detail: dict[str, Any] = {"variant": variant, "field": "producer_host"}
-        elif variant == "missing-field":
-            name = rng.choice(
-                ["site", "session", "seq", "epoch", "ts"] + ([_payload_field(msg)] if msg.kind is not Kind.END else [])
-            )
-            del obj[name]
-            detail = {"variant": variant, "field": name}
-        else:
-            obj["v"] = 2
-            detail = {"variant": variant, "v": 2}
-        return _bad(dump_json(obj), detail)
-    if isinstance(fault, SilentDivergence):
-        assert msg.row is not None
-        columns = [c for c, v in msg.row.items() if c != "id" and v is not None]
-        if not columns:
-            return None
-        column = rng.choice(columns)
-        intended = msg.row[column]
-        wrong = _wrong_value(intended, rng)
-        sent_msg = dataclasses.replace(msg, row={**msg.row, column: wrong})
-        return encode(sent_msg), {"column": column, "row_id": msg.row["id"], "intended": intended, "sent": wrong}
-    if isinstance(fault, Oversized):
-        rows = list(msg.rows or ()) if msg.kind is Kind.SNAPSHOT else [msg.row]
-        for i, row in enumerate(rows):
-            assert row is not None
-            column = next((c for c, v in row.items() if c != "id" and isinstance(v, str)), None)
-            if column is None:
-                continue
-            pad = max(0, fault.size - len(value))
-            padded = {**row, column: f"{row[column]} {'x' * pad}"}
-            if msg.kind is Kind.SNAPSHOT:
-                rows[i] = padded
-                sent_msg = dataclasses.replace(msg, rows=tuple(rows))
-            else:
-                sent_msg = dataclasses.replace(msg, row=padded)
-            return _bad(encode(sent_msg), {"column": column, "row_id": row["id"]})
-        return None
-    if isinstance(fault, ClockSkew):
-        skew = fault.skew_ms if fault.skew_ms is not None else rng.choice((-1, 1)) * rng.randint(60_000, 3_600_000)
-        return encode(dataclasses.replace(msg, ts=msg.ts + skew)), {"skew_ms": skew}
-    raise AssertionError(f"{fault.name} is not a transmission fault")  # pragma: no cover
 
 
 def _bad(sent: bytes, detail: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:

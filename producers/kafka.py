@@ -8,10 +8,11 @@ implements it with confluent-kafka (librdkafka). Every send ends in exactly one
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -47,9 +48,9 @@ _MAYBE_WRITTEN = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """The outcome of one send, as the ledger records it."""
+class Delivery(NamedTuple):
+    """The outcome of one send, as the ledger records it (immutable; one per record sent,
+    so a tuple: a frozen dataclass costs several times more to build)."""
 
     outcome: Outcome  # ok | failed | indeterminate
     partition: int | None = None
@@ -247,18 +248,7 @@ class KafkaTransport:
                 f"the Kafka producer for {self.bootstrap} hit a fatal error ({self._fatal}); restart the run"
             )
 
-        def report(err: KafkaError | None, msg: Any) -> None:
-            if err is None and (msg.offset() is None or msg.offset() < 0):
-                # in the log, at an offset librdkafka does not know: found by flush()
-                self._unplaced.append(Unplaced(msg.topic(), msg.partition(), key, value, on_delivery))
-            elif err is None:
-                self._claimed.setdefault((msg.topic(), msg.partition()), set()).add(msg.offset())
-                on_delivery(Delivery("ok", msg.partition(), msg.offset()))
-            elif err.code() in _MAYBE_WRITTEN:
-                on_delivery(Delivery("indeterminate", error=str(err)))
-            else:
-                on_delivery(Delivery("failed", error=str(err)))
-
+        report = functools.partial(self._report, on_delivery)
         started = None
         while True:
             try:
@@ -276,6 +266,25 @@ class KafkaTransport:
                 # Refused before queueing (e.g. too large for the client): never sent.
                 on_delivery(Delivery("failed", error=str(exc)))
                 return
+
+    def _report(self, on_delivery: Callable[[Delivery], None], err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            offset = msg.offset()
+            if offset is None or offset < 0:
+                # in the log, at an offset librdkafka does not know: found by flush()
+                self._unplaced.append(Unplaced(msg.topic(), msg.partition(), msg.key(), msg.value(), on_delivery))
+                return
+            partition = msg.partition()
+            key = (msg.topic(), partition)
+            claimed = self._claimed.get(key)
+            if claimed is None:
+                claimed = self._claimed[key] = set()
+            claimed.add(offset)
+            on_delivery(Delivery("ok", partition, offset))
+        elif err.code() in _MAYBE_WRITTEN:
+            on_delivery(Delivery("indeterminate", error=str(err)))
+        else:
+            on_delivery(Delivery("failed", error=str(err)))
 
     def poll(self, timeout: float) -> None:
         self._producer.poll(timeout)

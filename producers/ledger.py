@@ -36,6 +36,7 @@ __all__ = [
     "LEDGER_SCHEMA",
     "OUTCOMES",
     "LedgerEntry",
+    "LedgerRow",
     "LedgerWriter",
     "Outcome",
     "RunInfo",
@@ -154,10 +155,21 @@ class LedgerEntry:
     acked_ms: int | None = None
 
 
-def _table(entries: Sequence[LedgerEntry], metadata: Mapping[bytes, bytes] | None = None) -> pa.Table:
-    columns = {name: [getattr(e, name) for e in entries] for name in LEDGER_SCHEMA.names}
+#: A ledger row as a plain tuple, values in the order of :data:`LEDGER_SCHEMA`'s columns
+#: (what :meth:`LedgerWriter.append` takes; ``intended`` may be UTF-8 bytes or a str).
+LedgerRow = tuple[Any, ...]
+
+
+def _row(entry: LedgerEntry) -> LedgerRow:
+    return tuple(getattr(entry, name) for name in LEDGER_SCHEMA.names)
+
+
+def _table(rows: Sequence[LedgerRow], metadata: Mapping[bytes, bytes] | None = None) -> pa.Table:
+    # One transpose in C, then one Arrow array per column: no per-row Python work.
+    columns = list(zip(*rows)) if rows else [()] * len(LEDGER_SCHEMA)
     schema = LEDGER_SCHEMA.with_metadata(dict(metadata)) if metadata else LEDGER_SCHEMA
-    return pa.Table.from_pydict(columns, schema=schema)
+    arrays = [pa.array(values, type=f.type) for values, f in zip(columns, LEDGER_SCHEMA, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _frame(table: pa.Table) -> pd.DataFrame:
@@ -169,7 +181,7 @@ def _frame(table: pa.Table) -> pd.DataFrame:
 
 def ledger_frame(entries: Iterable[LedgerEntry], run: RunInfo | None = None) -> pd.DataFrame:
     """Entries as the DataFrame :func:`read_ledger` would return (same columns and dtypes)."""
-    df = _frame(_table(list(entries)))
+    df = _frame(_table([_row(e) for e in entries]))
     if run is not None:
         df.attrs["run"] = json.loads(run.to_json())
     return df
@@ -218,7 +230,7 @@ class LedgerWriter:
         self._flush_rows = flush_rows
         self._flush_interval_s = flush_interval_s
         self._clock = clock
-        self._pending: list[LedgerEntry] = []
+        self._pending: list[LedgerRow] = []
         self._last_flush = clock()
         self._parts = 0
         self.rows_written = 0
@@ -252,8 +264,20 @@ class LedgerWriter:
         return len(self._pending)
 
     def add(self, entry: LedgerEntry) -> None:
-        self._pending.append(entry)
+        """Buffer one row (flushing when due)."""
+        self._pending.append(_row(entry))
         self.maybe_flush()
+
+    def append(self, row: LedgerRow) -> None:
+        """Buffer one row given as a :data:`LedgerRow` tuple: the run loop's cheap path.
+
+        Flushes when ``flush_rows`` rows wait; the time-based flush is left to
+        :meth:`maybe_flush`, which the caller runs now and then (reading a clock per row
+        costs more than building the row).
+        """
+        self._pending.append(row)
+        if len(self._pending) >= self._flush_rows:
+            self.flush()
 
     def maybe_flush(self) -> None:
         if len(self._pending) >= self._flush_rows or (

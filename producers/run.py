@@ -13,6 +13,7 @@ every ledger row is written; rows without a delivery report by then are
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 import uuid
@@ -25,7 +26,7 @@ from typing import Any, Literal
 from producers.errors import ProducerError, RunConfigError
 from producers.faults import Fault, Transmission
 from producers.kafka import Delivery, KafkaTransport, Transport
-from producers.ledger import LedgerEntry, LedgerWriter, RunInfo, S3Target
+from producers.ledger import LedgerRow, LedgerWriter, RunInfo, S3Target
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import SITE_TYPES, Site, site_name, topic_for
 
@@ -235,7 +236,7 @@ class Runner:
         self._mono = monotonic
         self._stop = False
         self._send_index = 0
-        self._pending: dict[int, dict[str, Any]] = {}  # ledger fields awaiting a delivery report
+        self._pending: dict[int, tuple[Any, ...]] = {}  # ledger rows awaiting a delivery report
         self._outcomes: Counter[str] = Counter()
         self._faults: Counter[str] = Counter()
         self._per_site: dict[str, Counter[str]] = {}
@@ -280,6 +281,8 @@ class Runner:
                 last_report = start
                 last_sent, last_bytes = 0, 0
                 turn = 0
+                # Kept up to date where it changes (a site joins or finishes), not per message.
+                active = list(sites)
                 while True:
                     now = self._mono()
                     if self._stop:
@@ -293,17 +296,21 @@ class Runner:
                         state = self._new_site(len(sites))
                         transport.ensure_topics([state.topic])
                         sites.append(state)
+                        active = [s for s in sites if not s.finished]
                     if now - last_report >= self._progress_every:
                         self._report(transport, now - start, now - last_report, last_sent, last_bytes, len(sites))
                         last_report, last_sent, last_bytes = now, self._sent, self._bytes
                         writer.maybe_flush()
-                    active = [s for s in sites if not s.finished]
                     if not active and not joins:
                         break
                     if not active:
                         transport.poll(min(0.05, max(0.0, joins[0] - now)))
                         continue
-                    urgent = next((s for s in active if s.driver is not None and s.driver.urgent), None)
+                    urgent = None
+                    for s in active:
+                        if s.driver is not None and s.driver.urgent:
+                            urgent = s
+                            break
                     if urgent is not None:
                         state = urgent
                     else:
@@ -328,6 +335,8 @@ class Runner:
                     self._dispatch(transport, state, state.driver.step())
                     if state.driver.done:
                         self._end_session(state)
+                        if state.finished:
+                            active = [s for s in sites if not s.finished]
                     transport.poll(0)
                 for state in sites:
                     if state.driver is not None:
@@ -371,39 +380,33 @@ class Runner:
             state.finished = True
 
     def _dispatch(self, transport: Transport, state: _SiteState, txs: Sequence[Transmission]) -> None:
+        # Per message: the ledger row is a tuple in LEDGER_SCHEMA order, its delivery half
+        # added by _delivered; no dict, no dataclass (this loop is the producers' hot path).
+        per_site = self._per_site[state.site.name]
+        topic = state.topic
         for tx in txs:
             index = self._send_index
             self._send_index += 1
             msg = tx.message
-            entry: dict[str, Any] = {
-                "run_id": self.run_id,
-                "send_index": index,
-                "site": msg.site,
-                "session": msg.session,
-                "topic": state.topic,
-                "kind": msg.kind.value,
-                "seq": msg.seq,
-                "epoch": msg.epoch,
-                "ts": msg.ts,
-                "intended": _intended_json(tx),
-                "sent": tx.value,
-                "fault": tx.fault,
-                "fault_detail": json.dumps(dict(tx.detail), sort_keys=True) if tx.fault else None,
-                "produced_ms": int(self._wall() * 1000),
-            }
-            self._per_site[msg.site]["rows"] += 1
-            if tx.fault:
-                self._faults[tx.fault] += 1
-            if tx.value is None:
-                self._record(LedgerEntry(outcome="not-sent", **entry))
+            fault = tx.fault
+            value = tx.value
+            row = (
+                self.run_id, index, msg.site, msg.session, topic, msg.kind.value, msg.seq, msg.epoch, msg.ts,
+                tx.intended_bytes(), value, fault,
+                json.dumps(dict(tx.detail), sort_keys=True) if fault else None,
+                int(self._wall() * 1000),
+            )  # fmt: skip
+            per_site["rows"] += 1
+            if fault:
+                self._faults[fault] += 1
+            if value is None:
+                self._record((*row[:13], "not-sent", None, None, None, row[13], None), msg.site)
                 continue
-            self._pending[index] = entry
+            self._pending[index] = row
             self._sent += 1
-            self._bytes += len(tx.value)
+            self._bytes += len(value)
             try:
-                transport.send(
-                    state.topic, msg.session.encode("utf-8"), tx.value, lambda d, i=index: self._delivered(i, d)
-                )
+                transport.send(topic, _key(msg.session), value, functools.partial(self._delivered, index))
             except ProducerError as exc:
                 # Never queued, so certainly not in the topic; the run stops on it.
                 if index in self._pending:
@@ -411,36 +414,26 @@ class Runner:
                 raise
 
     def _delivered(self, index: int, d: Delivery) -> None:
-        self._record(
-            LedgerEntry(
-                outcome=d.outcome,
-                partition=d.partition,
-                offset=d.offset,
-                error=d.error,
-                acked_ms=int(self._wall() * 1000),
-                **self._pending.pop(index),
-            )
-        )
+        row = self._pending.pop(index)
+        acked = int(self._wall() * 1000)
+        self._record((*row[:13], d.outcome, d.partition, d.offset, d.error, row[13], acked), row[2])
 
-    def _record(self, entry: LedgerEntry) -> None:
-        self._outcomes[entry.outcome] += 1
-        self._per_site[entry.site][entry.outcome] += 1
+    def _record(self, row: LedgerRow, site: str) -> None:
+        outcome = row[13]
+        self._outcomes[outcome] += 1
+        self._per_site[site][outcome] += 1
         assert self._writer is not None
-        self._writer.add(entry)
+        self._writer.append(row)
 
     def _close(self, transport: Transport, writer: LedgerWriter) -> None:
         try:
             transport.flush(self.config.flush_timeout_s)
         except KeyboardInterrupt:
             pass  # a third Ctrl-C: stop waiting, the ledger still gets written below
+        error = f"no delivery report within {self.config.flush_timeout_s:g}s of the run closing"
         for index in sorted(self._pending):
-            self._record(
-                LedgerEntry(
-                    outcome="indeterminate",
-                    error=f"no delivery report within {self.config.flush_timeout_s:g}s of the run closing",
-                    **self._pending.pop(index),
-                )
-            )
+            row = self._pending.pop(index)
+            self._record((*row[:13], "indeterminate", None, None, error, row[13], None), row[2])
         transport.close()
         writer.flush()
 
@@ -471,10 +464,7 @@ class Runner:
         )
 
 
-def _intended_json(tx: Transmission) -> str:
-    from producers.contract import encode
-
-    # The common case sends the intended bytes unchanged; reuse them rather than re-encode.
-    if tx.fault in (None, "duplicate", "reorder", "burst", "epoch-reset") and tx.value is not None:
-        return tx.value.decode("utf-8")
-    return encode(tx.message).decode("utf-8")
+@functools.lru_cache(maxsize=1024)
+def _key(session: str) -> bytes:
+    # The Kafka key of every record of a session: encoded once, not per record.
+    return session.encode("utf-8")

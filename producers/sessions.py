@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from producers.contract import Kind, Message
 from producers.errors import RunConfigError
-from producers.faults import Burst, Crash, EpochReset, Fault, FaultName, SessionFaults, Transmission
+from producers.faults import Fault, FaultName, SessionFaults, Transmission
 from producers.sites import Site, derive_int
 
 __all__ = ["Session", "SessionDriver", "SessionPlan", "session_id"]
@@ -86,14 +86,15 @@ class Session:
     def next_message(self) -> Message:
         now = self._clock()
         site, rng = self.site, self._rng
-        common = {"site": site.name, "session": self.id, "seq": self.seq, "epoch": self.epoch, "ts": int(now * 1000)}
+        # Positional construction: this runs once per message, and keyword plumbing shows.
+        head = (site.name, self.id, self.seq, self.epoch, int(now * 1000))
         interval = self.plan.snapshot_interval_s
         if (
             self.seq == 0
             or self._since_snapshot >= self.plan.snapshot_every
             or (interval is not None and now - self._last_snapshot_at >= interval)
         ):
-            msg = Message.snapshot(rows=tuple(site.table.values()), **common)
+            msg = Message(Kind.SNAPSHOT, *head, rows=tuple(site.table.values()))
             self._since_snapshot = 0
             self._last_snapshot_at = now
         else:
@@ -102,16 +103,16 @@ class Session:
             if n < site.min_rows or (r < 0.08 and n < site.max_rows):
                 row = site.new_row(rng)
                 site.put(row)
-                msg = Message.upsert(row=row, **common)
+                msg = Message(Kind.UPSERT, *head, row=row)
             elif r < 0.16 and n > site.min_rows:
                 rid = site.pick_id(rng)
                 site.remove(rid)
-                msg = Message.delete(row_id=rid, **common)
+                msg = Message(Kind.DELETE, *head, row_id=rid)
             else:
                 rid = site.pick_id(rng)
                 row = site.changed(site.table[rid], rng)
                 site.put(row)
-                msg = Message.upsert(row=row, **common)
+                msg = Message(Kind.UPSERT, *head, row=row)
         self._since_snapshot += 1
         self.seq += 1
         return msg
@@ -149,7 +150,9 @@ class SessionDriver:
         self.plan = plan
         self.id = session_id(site.name, ordinal, run_id)
         self.session = Session(site, sid=self.id, ordinal=ordinal, plan=plan, seed=seed, clock=clock)
-        self.faults = SessionFaults(faults, seed=seed, site=site.name, ordinal=ordinal, length=plan.length)
+        self.faults = SessionFaults(
+            faults, seed=seed, site=site.name, ordinal=ordinal, length=plan.length, encode=site.encoder.encode
+        )
         self.index = 0  # intended messages made so far
         self.done = False
         self._burst_left = 0
@@ -162,6 +165,10 @@ class SessionDriver:
     def fault_counts(self) -> dict[FaultName, int]:
         return dict(self.faults.counts)
 
+    def burst(self, size: int) -> None:
+        """Make the next ``size`` steps urgent (the ``burst`` fault)."""
+        self._burst_left = size
+
     def step(self) -> list[Transmission]:
         if self.done:
             return []
@@ -172,21 +179,9 @@ class SessionDriver:
         if i == 0 and self.faults.opening_withheld is not None:
             tag = self.faults.opening_withheld
         elif (hit := self.faults.stream_fault(i)) is not None:
-            if isinstance(hit, Crash):
-                out = self.faults.drain()
-                end = self.session.end_message()
-                out.append(Transmission(end, None, "crash", {"at_index": i, "last_seq": end.seq - 1}))
-                self.faults.count_hit("crash")
-                self.done = True
+            out, detail = hit.strike(self, i)
+            if self.done:
                 return out
-            if isinstance(hit, EpochReset):
-                # Messages held for a reorder belong to the old epoch; let them out first.
-                out = self.faults.drain()
-                detail = {"previous_epoch": self.session.epoch, "previous_last_seq": self.session.seq - 1}
-                self.session.restart()
-            elif isinstance(hit, Burst):
-                self._burst_left = hit.size
-                detail = {"size": hit.size}
             tag = hit
         if self._burst_left:
             self._burst_left -= 1

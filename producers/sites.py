@@ -17,7 +17,7 @@ from typing import Literal
 
 from faker import Faker
 
-from producers.contract import Row
+from producers.contract import Encoder, Row
 from producers.errors import RunConfigError
 
 __all__ = [
@@ -106,6 +106,9 @@ class Site:
         self.type: SiteType = type
         self.columns: tuple[str, ...] = ("id", *COLUMNS[type])
         self._pools = _pools(seed, name)
+        #: Encodes this site's messages; its rows are replaced, never edited, so it may
+        #: remember each row's bytes.
+        self.encoder = Encoder()
         rng = random.Random(derive_int(seed, name, "table"))
         self._next_id = 0
         self.table: dict[str, Row] = {}

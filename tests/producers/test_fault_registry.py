@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import itertools
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -399,3 +401,84 @@ def test_with_every_fault_each_intended_message_appears_once_plus_duplicate_copi
         if t.fault in ("corrupt", "schema-drift", "oversized"):
             with pytest.raises(ContractError):
                 decode(t.value, max_bytes=DEFAULT_MAX_BYTES)
+
+
+# -- one home for the fault names -----------------------------------------------------------
+
+_ROOT = Path(__file__).resolve().parents[2]
+_SCANNED = ("producers", "job", "sandbox", "bench", "demo.py", "notebooks")
+# A literal that is also a word of another closed vocabulary, in the module that owns it:
+# the session core's quarantine reason "duplicate" is not the fault.
+_OTHER_VOCABULARY = {"job/session.py": {"duplicate"}}
+
+
+def _string_literals(source: str) -> list[tuple[int, str]]:
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+def _notebook_code(path: Path) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    lines = []
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            source = "".join(cell["source"])
+            # IPython magics and shell escapes are not Python.
+            lines += [ln if not ln.lstrip().startswith(("%", "!")) else "" for ln in source.splitlines()]
+    return "\n".join(lines)
+
+
+def _sources() -> list[tuple[str, str]]:
+    files: list[Path] = []
+    for name in _SCANNED:
+        path = _ROOT / name
+        if path.is_file():
+            files.append(path)
+        else:
+            files += sorted(path.rglob("*.py")) + sorted(path.glob("*.ipynb"))
+    return [
+        (str(p.relative_to(_ROOT)), _notebook_code(p) if p.suffix == ".ipynb" else p.read_text()) for p in files
+    ]
+
+
+def test_no_module_outside_the_registry_names_a_fault_by_a_string() -> None:
+    sources = _sources()
+    assert any(name == "producers/expected.py" for name, _ in sources)  # the scan sees the tree
+    assert any(name.endswith(".ipynb") for name, _ in sources)
+    names = set(FAULT_NAMES)
+    found = [
+        f"{name}:{line}: {text!r}"
+        for name, source in sources
+        if name != "producers/faults.py"
+        for line, text in _string_literals(source)
+        if text in names and text not in _OTHER_VOCABULARY.get(name, set())
+    ]
+    assert not found, "name faults through the registry (e.g. Crash.name, STRICT_STOPPING): " + "; ".join(found)
+
+
+def test_the_sets_the_verifier_uses_are_derived_from_the_registry() -> None:
+    from producers.expected import CLEAN_FAULTS
+    from producers.faults import BAD_RECORD, CLEAN_SNAPSHOT, STRICT_STOPPING
+
+    assert STRICT_STOPPING == {n for n, c in FAULTS.items() if c.info.stops_strict}
+    assert BAD_RECORD == {n for n, c in FAULTS.items() if c.info.bad_record}
+    assert CLEAN_FAULTS == {None} | {n for n, c in FAULTS.items() if c.info.clean_snapshot}
+    # A fault that sends a record the contract rejects, or that stops strict, damages the table.
+    for name in BAD_RECORD | STRICT_STOPPING:
+        assert FAULTS[name].info.window == "to-next-snapshot" and name not in CLEAN_SNAPSHOT
+    assert all(FAULTS[n].name == n for n in FAULT_NAMES)
+
+
+def test_every_fault_has_the_apply_step_of_its_stage() -> None:
+    for name, cls in FAULTS.items():
+        stage = cls.info.stage
+        own = {m for m in ("strike", "transmit", "damage") if getattr(cls, m) is not getattr(Fault, m)}
+        if stage == "stream":
+            assert own == {"strike"}, name
+        elif stage == "transmission":
+            assert own and own <= {"transmit", "damage"}, name
+        else:
+            assert not own, name
