@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from job import lake
 from job.errors import JobError
 from job.session import Policy
 
@@ -90,7 +91,7 @@ class JobConfig:
 
     @property
     def sessions_path(self) -> str:
-        return self.output.rstrip("/") + "/sessions-out"
+        return lake.sessions_path(self.output)
 
     @property
     def raw_path(self) -> str:

@@ -112,7 +112,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "smoke":
         from sandbox.smoke import run_all
 
-        return 0 if run_all(settings) else 1
+        return 0 if all(proof.ok for proof in run_all(settings)) else 1
     raise AssertionError(args.command)
 
 

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from sandbox.settings import Settings
 
@@ -88,6 +88,32 @@ def check_spark(settings: Settings, *, timeout_s: float = 5.0, workers: int | No
     if len(alive) < want:
         return Health(False, f"{len(alive)} of {want} workers alive")
     return Health(True, f"master ALIVE, {len(alive)} worker(s) alive")
+
+
+ServiceName = Literal["kafka", "minio", "spark"]
+
+
+def require(settings: Settings, *services: ServiceName) -> None:
+    """Raise :class:`~sandbox.errors.NotRunningError` naming the first of ``services`` that
+    does not answer, where it was looked for, and how to start it; ``spark`` needs the
+    master and at least one worker. Call it before work that would otherwise hang on, or
+    fail deep inside, a client library."""
+    from sandbox.errors import NotRunningError
+
+    probes: dict[str, tuple[str, Callable[[], Health]]] = {
+        "kafka": (settings.endpoints().kafka_bootstrap, lambda: check_kafka(settings, timeout_s=3.0)),
+        "minio": (settings.endpoints().s3_endpoint, lambda: check_minio(settings, timeout_s=3.0)),
+        "spark": (settings.endpoints().spark_master, lambda: check_spark(settings, timeout_s=3.0, workers=1)),
+    }
+    for name in services:
+        where, probe = probes[name]
+        result = probe()
+        if not result.ok:
+            raise NotRunningError(
+                f"the sandbox's {name} at {where} does not answer ({result.detail}); start the sandbox with "
+                f"`python -m sandbox up` (state {settings.state_dir}, ports moved by OSL_PORT_OFFSET="
+                f"{settings.ports.offset}), or point OSL_STATE_DIR / OSL_PORT_OFFSET at the one that runs"
+            )
 
 
 def spark_master_status(settings: Settings, *, timeout_s: float = 5.0) -> dict:

@@ -36,6 +36,11 @@ class Ports:
     def worker_ui(self, n: int) -> int:
         return self.spark_worker_ui_base + n - 1
 
+    @property
+    def offset(self) -> int:
+        """How far these ports are moved from the defaults (``OSL_PORT_OFFSET``)."""
+        return self.kafka - Ports().kafka
+
 
 @dataclass(frozen=True, kw_only=True)
 class Endpoints:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sandbox import artifacts
@@ -86,16 +88,47 @@ def _driver_log_config(settings: Settings) -> Path:
     return config
 
 
+def driver_env(settings: Settings) -> dict[str, str]:
+    """Environment the driver's JVM must be launched with (Spark reads these from the process
+    environment, not from the conf).
+
+    ``PYSPARK_PYTHON``: the interpreter for Python workers, driver-side ones included (the
+    transformWithStateInPandas pre-init worker); it must be the one that has the project.
+    ``SPARK_LOCAL_IP``: the address the driver's web UI binds to; without it Jetty listens on
+    every interface (``*:4040``), whatever ``spark.driver.bindAddress`` says. Under compose
+    (``driver_host`` set) the driver must be reachable from other containers, so it is left out.
+    """
+    env = {"PYSPARK_PYTHON": sys.executable}
+    if not settings.driver_host:
+        env["SPARK_LOCAL_IP"] = settings.host
+    return env
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | None = None, progress: Progress = say):
-    """A SparkSession on the sandbox cluster (``getOrCreate``: an existing session is reused)."""
+    """A SparkSession on the sandbox cluster (``getOrCreate``: an existing session is reused).
+
+    The variables of :func:`driver_env` are set in ``os.environ`` only while the session is
+    created (that is when PySpark launches the JVM) and restored afterwards.
+    """
 
     from pyspark.sql import SparkSession
 
-    # PySpark takes the interpreter for Python workers (driver-side ones included, such as the
-    # transformWithStateInPandas pre-init worker) from this variable, not from the conf; it
-    # must be the one that has the project installed.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     for key, value in {**spark_conf(settings, progress=progress), **(extra or {})}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with _environment(driver_env(settings)):
+        return builder.getOrCreate()
