@@ -111,6 +111,7 @@ def _pipeline(settings: Settings, args) -> bool:
     from producers.faults import parse_fault
     from producers.ledger import S3Target
     from producers.run import RunConfig, Runner, new_run_id
+    from sandbox.progress import Ticker
     from sandbox.spark import driver_log, spark_session
 
     run_id = new_run_id()
@@ -144,16 +145,14 @@ def _pipeline(settings: Settings, args) -> bool:
         with interrupts.deferred_interrupts():
             producer.start()
             queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-            last = -1
+            ticker = Ticker(lambda line: print("   " + line, flush=True))
             while producer.is_alive():
-                producer.join(3.0)
+                producer.join(1.0)
                 interrupts.check()
                 for query in queries:
                     pipeline.raise_if_dead(query)
-                p = queries[0].lastProgress
-                if p and p["batchId"] != last:
-                    last = p["batchId"]
-                    print(f"   batch {p['batchId']:>3}: {p['numInputRows']:>5} records in, {p.get('processedRowsPerSecond', 0):>6.0f} records/s")
+                ticker(lambda: _batch_line(queries[0].lastProgress, ticker.elapsed_s, args.duration))
+            ticker.close()
             if "exception" in summary:
                 raise summary["exception"]  # type: ignore[misc]
             result = summary["result"]
@@ -173,6 +172,13 @@ def _pipeline(settings: Settings, args) -> bool:
     print("\n".join("   " + line for line in report.summary().splitlines()))
     print(f"\n   outputs: {cfg.sessions_path} (rows, sessions, quarantine) and {cfg.raw_path}")
     return bool(report.ok)
+
+
+def _batch_line(progress: dict | None, elapsed_s: float, duration_s: float) -> str:
+    head = f"producing: {elapsed_s:.0f}s of {duration_s:.0f}s"
+    if not progress:
+        return f"{head}; the job is starting"
+    return f"{head}; job batch {progress['batchId']}: {progress['numInputRows']} records, {progress.get('processedRowsPerSecond', 0):.0f} records/s"
 
 
 if __name__ == "__main__":

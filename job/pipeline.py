@@ -302,19 +302,28 @@ def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float 
     """
     from job import interrupts
     from job.errors import DrainTimeoutError
+    from sandbox.progress import Ticker
 
     targets = end_offsets(bootstrap, topic_prefix)
     total = sum(sum(p.values()) for p in targets.values())
     progress(f"[job] draining {total} records from {len(targets)} topic(s)")
     deadline = time.monotonic() + timeout_s
-    for query in queries:
-        while not caught_up(query, targets):
-            interrupts.check()
-            raise_if_dead(query)
-            if time.monotonic() > deadline:
-                raise DrainTimeoutError(query.name, records_left(query, targets), total, timeout_s)
-            wait(query, 1.0)
-        # the batch that reached the targets is committed once lastProgress reports it
+    ticker = Ticker(progress)
+    try:
+        for query in queries:
+            first_left, since = records_left(query, targets), time.monotonic()
+            while not caught_up(query, targets):
+                interrupts.check()
+                raise_if_dead(query)
+                if time.monotonic() > deadline:
+                    raise DrainTimeoutError(query.name, records_left(query, targets), total, timeout_s)
+                left = records_left(query, targets)
+                ticker(lambda: f"[job] draining {query.name}: {left} of {total} records left, "
+                               f"{(first_left - left) / max(time.monotonic() - since, 1e-9):.0f} records/s, {ticker.elapsed_s:.0f}s")  # fmt: skip
+                wait(query, 1.0)
+            # the batch that reached the targets is committed once lastProgress reports it
+    finally:
+        ticker.close()
     for query in queries:
         query.stop()
 

@@ -172,23 +172,38 @@ def wait_for(
     what: str,
     interval_s: float = 0.5,
     abort: Callable[[], str | None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> T:
     """Poll ``probe`` until it returns something truthy; raise TimeoutError naming ``what``.
 
     ``abort`` is asked between polls; a non-None answer stops the wait early with that reason
-    (for example: the process being waited on has exited).
+    (for example: the process being waited on has exited). With ``progress``, a wait longer
+    than a few seconds says what it waits for, for how long, and the last check's answer
+    (:class:`~sandbox.progress.Ticker`).
     """
+    from sandbox.progress import Ticker
+
     deadline = time.monotonic() + timeout_s
+    ticker = Ticker(progress) if progress is not None else None
     last: T = probe()
-    while not last:
-        if abort is not None and (reason := abort()):
-            raise _Aborted(reason)
-        if time.monotonic() >= deadline:
-            detail = getattr(last, "detail", last)
-            raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last check: {detail})")
-        time.sleep(interval_s)
-        last = probe()
+    try:
+        while not last:
+            if abort is not None and (reason := abort()):
+                raise _Aborted(reason)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last check: {_detail(last)})")
+            if ticker is not None:
+                ticker(lambda: f"[sandbox] waiting for {what}: {ticker.elapsed_s:.0f}s of at most {timeout_s:.0f}s (last check: {_detail(last)})")
+            time.sleep(interval_s)
+            last = probe()
+    finally:
+        if ticker is not None:
+            ticker.close()
     return last
+
+
+def _detail(result: object) -> str:
+    return str(getattr(result, "detail", result))
 
 
 class _Aborted(Exception):

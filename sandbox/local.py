@@ -358,7 +358,7 @@ class LocalBackend:
         else:
             probe = spec.probe
         try:
-            health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=name, abort=exited)
+            health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=name, abort=exited, progress=self._progress)
         except health._Aborted as exc:
             raise ServiceStartError(name, str(exc), str(self._log_path(name)), log_tail(self._log_path(name), 25)) from None
         except TimeoutError as exc:

@@ -122,13 +122,26 @@ def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | 
     """A SparkSession on the sandbox cluster (``getOrCreate``: an existing session is reused).
 
     The variables of :func:`driver_env` are set in ``os.environ`` only while the session is
-    created (that is when PySpark launches the JVM) and restored afterwards.
+    created (that is when PySpark launches the JVM) and restored afterwards. The JVM's own
+    output (its start-up warnings, SLF4J notices, what driver-side Python workers print)
+    goes to :func:`driver_log`, like its log, not to the caller's terminal or notebook.
     """
 
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
-    for key, value in {**spark_conf(settings, progress=progress), **(extra or {})}.items():
-        builder = builder.config(key, value)
+    conf = {**spark_conf(settings, progress=progress), **(extra or {})}
     with _environment(driver_env(settings)):
+        if SparkContext._gateway is None:  # noqa: SLF001 - the one way to give the JVM an output
+            from pyspark.java_gateway import launch_gateway
+
+            spark_conf_ = SparkConf(loadDefaults=False).setAll(conf.items()).setAppName(app_name)
+            log = driver_log(settings)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as out:
+                gateway = launch_gateway(spark_conf_, popen_kwargs={"stdout": out, "stderr": out})
+            SparkContext._ensure_initialized(gateway=gateway)  # noqa: SLF001
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
         return builder.getOrCreate()
