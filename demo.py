@@ -17,7 +17,8 @@ import threading
 import time
 
 from sandbox import SandboxError, Settings, open_sandbox
-from sandbox.cli import _print_status
+from sandbox.backend import format_status
+from sandbox.settings import detect_backend
 from sandbox.smoke import kafka_round_trip, s3_round_trip
 
 DEMO_FAULTS = ("drop:0.01", "duplicate:0.01", "corrupt:0.005", "reorder:0.01:k=3")
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     settings = None
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(backend=detect_backend())
         sb = open_sandbox(settings)
         print(f"== 1. starting the {settings.backend} sandbox (state: {settings.state_dir})", flush=True)
         sb.up()
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ndemo failed: {message}", file=sys.stderr)
         return status
     print()
-    _print_status(sb.status())
+    print(format_status(sb.status()))
     e = settings.endpoints()
     print(
         f"\n== where to look next ({time.monotonic() - started:.0f}s in all)\n"
@@ -105,7 +106,7 @@ def explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | 
 
 def _pipeline(settings: Settings, args) -> bool:
     from job import interrupts, pipeline
-    from job.cli import job_config
+    from job.config import job_config
     from job.verify_spark import verify_lake
     from producers.errors import ProducerError
     from producers.faults import parse_fault

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from job.config import JobConfig, Policy
+# job_config lives in job.config; notebook 02 still imports it from here
+from job.config import TOPIC_PREFIX, Policy, job_config  # noqa: F401
 from job.errors import JobError
 
 
@@ -18,7 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the streaming job on the sandbox's Spark cluster")
     run.add_argument("--policy", default="resync", help="strict | resync | window | none (default: resync)")
     run.add_argument("--window", type=int, default=8, help="reorder window in messages, for --policy window")
-    run.add_argument("--prefix", default="collection-", help="topic prefix to subscribe to (default: collection-)")
+    run.add_argument("--topic-prefix", default=TOPIC_PREFIX, help=f"topic prefix to subscribe to (default: {TOPIC_PREFIX})")
+    run.add_argument("--prefix", dest="deprecated_prefix", help=argparse.SUPPRESS)  # before --topic-prefix existed
     run.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
     run.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
     run.add_argument("--starting-offsets", default="earliest", help="earliest | latest")
@@ -63,21 +65,14 @@ def main(argv: list[str] | None = None) -> int:
 INTERRUPTED = "interrupted; the checkpoint lets the next run continue where this one stopped"
 
 
-def job_config(settings, **overrides) -> JobConfig:
-    """A JobConfig with the sandbox's defaults for output and checkpoint."""
-    values = {
-        "output": f"s3a://{settings.bucket}/job",
-        "checkpoint": settings.checkpoint_root / "job",
-    }
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return JobConfig(**values)
-
-
 def _run(args, settings) -> int:
+    if args.deprecated_prefix is not None:
+        print("warning: --prefix is deprecated and will go away; use --topic-prefix (the producers' name for it)", file=sys.stderr)
+        args.topic_prefix = args.deprecated_prefix
     policy: Policy = args.policy
     cfg = job_config(
         settings,
-        policy=policy, window=args.window, topic_prefix=args.prefix, output=args.output,
+        policy=policy, window=args.window, topic_prefix=args.topic_prefix, output=args.output,
         checkpoint=args.checkpoint.resolve() if args.checkpoint else None,
         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,

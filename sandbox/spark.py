@@ -119,7 +119,9 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | None = None, progress: Progress = say):
-    """A SparkSession on the sandbox cluster (``getOrCreate``: an existing session is reused).
+    """A SparkSession on the sandbox cluster. A session already running in this process is
+    reused when it was built with the same conf, else this raises SandboxError naming the
+    setting that differs (``getOrCreate`` would silently hand back the old one).
 
     The variables of :func:`driver_env` are set in ``os.environ`` only while the session is
     created (that is when PySpark launches the JVM) and restored afterwards. The JVM's own
@@ -131,6 +133,9 @@ def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | 
     from pyspark.sql import SparkSession
 
     conf = {**spark_conf(settings, progress=progress), **(extra or {})}
+    active = SparkContext._active_spark_context  # noqa: SLF001 - getOrCreate would hide it
+    if active is not None:
+        _check_same_conf(active.getConf(), conf)
     with _environment(driver_env(settings)):
         if SparkContext._gateway is None:  # noqa: SLF001 - the one way to give the JVM an output
             from pyspark.java_gateway import launch_gateway
@@ -145,3 +150,16 @@ def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | 
         for key, value in conf.items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
+
+
+def _check_same_conf(running, wanted: dict[str, str]) -> None:
+    from sandbox.errors import SandboxError
+
+    differ = [(key, running.get(key, None), value) for key, value in wanted.items() if running.get(key, None) != value]
+    if differ:
+        key, have, want = differ[0]
+        raise SandboxError(
+            f"a SparkSession is already running in this process with other settings ({key} is {have!r}, this call "
+            f"wants {want!r}{f', and {len(differ) - 1} more' if len(differ) > 1 else ''}); call spark.stop() on it "
+            f"first, or reuse it instead of asking for a new one"
+        )

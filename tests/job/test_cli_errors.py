@@ -72,3 +72,10 @@ def test_a_stopped_sandbox_is_named_with_where_it_was_looked_for_and_exits_2(com
     message = _one_paragraph(done.stderr)
     assert "does not answer" in message and "python -m sandbox up" in message
     assert str(tmp_path / "state") in message and "OSL_PORT_OFFSET=46900" in message
+
+
+def test_the_old_prefix_flag_still_works_and_says_it_is_deprecated(tmp_path):
+    env = {"OSL_STATE_DIR": str(tmp_path / "state"), "OSL_PORT_OFFSET": "46900", "OSL_BACKEND": "local"}
+    done = _job("run", "--prefix", "collection-", env=env)
+    assert done.stderr.startswith("warning: --prefix is deprecated") and "--topic-prefix" in done.stderr
+    assert done.returncode == 2  # then the stopped sandbox, as with --topic-prefix

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from job import pipeline
-from job.cli import INTERRUPTED, job_config
+from job.cli import INTERRUPTED
+from job.config import job_config
 from job.errors import DrainTimeoutError, QueryFailedError
 from producers.run import new_run_id
 from sandbox.health import wait_for
@@ -42,7 +43,7 @@ def produced(sandbox, tmp_path):
 
 def _job_argv(settings, prefix: str, tmp_path: Path, *extra: str) -> list[str]:
     output = f"s3a://{settings.bucket}/itest/errors-{uuid.uuid4().hex[:8]}"
-    return [sys.executable, "-m", "job", "run", "--prefix", prefix, "--output", output,
+    return [sys.executable, "-m", "job", "run", "--topic-prefix", prefix, "--output", output,
             "--checkpoint", str(tmp_path / f"ckpt-{uuid.uuid4().hex[:6]}"), *extra]  # fmt: skip
 
 
