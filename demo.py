@@ -17,13 +17,16 @@ import threading
 import time
 
 from sandbox import SandboxError, Settings, open_sandbox
-from sandbox.cli import _print_status
+from sandbox.backend import format_status
+from sandbox.settings import detect_backend
 from sandbox.smoke import kafka_round_trip, s3_round_trip
 
 DEMO_FAULTS = ("drop:0.01", "duplicate:0.01", "corrupt:0.005", "reorder:0.01:k=3")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo; 0 when the lake verifies, 1 when it does not or a step failed, 2 when
+    the sandbox or its services cannot be used. Every failure is one paragraph on stderr."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", default="resync", help="integrity policy of the job (default: resync)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds the producers run")
@@ -31,23 +34,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     started = time.monotonic()
-
-    from job.errors import JobError
-    from producers.errors import ProducerError
-
+    settings = None
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(backend=detect_backend())
         sb = open_sandbox(settings)
         print(f"== 1. starting the {settings.backend} sandbox (state: {settings.state_dir})", flush=True)
         sb.up()
         print(f"   kafka: {kafka_round_trip(settings, messages=20)}")
         print(f"   minio: {s3_round_trip(settings)}")
         verdict = _pipeline(settings, args)
-    except (SandboxError, JobError, ProducerError) as exc:
-        print(f"\ndemo failed: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("\ndemo interrupted; the sandbox keeps running (`make down` stops it)", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        failure = explain(exc, settings)
+        if failure is None:
+            raise
+        message, status = failure
+        print(f"\ndemo failed: {message}", file=sys.stderr)
+        return status
     print()
-    _print_status(sb.status())
+    print(format_status(sb.status()))
     e = settings.endpoints()
     print(
         f"\n== where to look next ({time.monotonic() - started:.0f}s in all)\n"
@@ -61,13 +68,51 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if verdict else 1
 
 
+def explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | None:
+    """(one-paragraph message, exit status) for an error the demo knows how to explain, or
+    None for a bug (which should show its traceback)."""
+    from confluent_kafka import KafkaException
+
+    from job.errors import JobError, query_error
+    from producers.errors import ProducerError
+
+    logs = f"{settings.state_dir / 'logs'}" if settings else "the sandbox's logs folder"
+    check = f"check the sandbox with `python -m sandbox status` (logs in {logs}) and run `make demo` again"
+    if isinstance(exc, (SandboxError, JobError, ProducerError)):
+        return str(exc), getattr(exc, "exit_status", 2)
+    if isinstance(exc, KafkaException):
+        where = settings.endpoints().kafka_bootstrap if settings else "the sandbox"
+        error = exc.args[0]
+        return f"Kafka at {where}: {error.str() if hasattr(error, 'str') else error}; {check}", 2
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:  # pragma: no cover - boto3 is a dependency
+        BotoCoreError = ClientError = ()  # type: ignore[assignment,misc]
+    if isinstance(exc, (BotoCoreError, ClientError)):
+        where = settings.endpoints().s3_endpoint if settings else "the sandbox"
+        return f"MinIO at {where}: {exc}; {check}", 2
+    if isinstance(exc, TimeoutError):
+        return f"{exc}; the machine may be overloaded or a service stuck: {check}", 1
+    from pyspark.errors import PySparkException
+    from py4j.protocol import Py4JError
+
+    if isinstance(exc, (PySparkException, Py4JError)):
+        from sandbox.spark import driver_log
+
+        error = query_error("of the demo job", exc, log=driver_log(settings) if settings else None)
+        return str(error), error.exit_status
+    return None
+
+
 def _pipeline(settings: Settings, args) -> bool:
-    from job import pipeline
-    from job.cli import job_config
+    from job import interrupts, pipeline
+    from job.config import job_config
     from job.verify_spark import verify_lake
+    from producers.errors import ProducerError
     from producers.faults import parse_fault
     from producers.ledger import S3Target
     from producers.run import RunConfig, Runner, new_run_id
+    from sandbox.progress import Ticker
     from sandbox.spark import driver_log, spark_session
 
     run_id = new_run_id()
@@ -85,38 +130,56 @@ def _pipeline(settings: Settings, args) -> bool:
 
     print(f"\n== 2. producers: run {run_id}, {run_cfg.sites} sites (+{run_cfg.join} joining), faults {', '.join(DEMO_FAULTS)}")
     print(f"   topics {prefix}*, ledger {ledger}")
+    runner = Runner(run_cfg)
     summary: dict[str, object] = {}
 
     def produce() -> None:
-        summary["result"] = Runner(run_cfg).run()
+        try:
+            summary["result"] = runner.run()
+        except Exception as exc:  # noqa: BLE001 - handed to the main thread, which explains it
+            summary["exception"] = exc
 
     producer = threading.Thread(target=produce, name="producers", daemon=True)
     print(f"\n== 3. the job: policy {cfg.policy}, Spark master {settings.endpoints().spark_master} (driver log {driver_log(settings)})")
     spark = spark_session(settings, "demo-job")
-    producer.start()
-    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-    last = -1
-    while producer.is_alive():
-        producer.join(3.0)
-        p = queries[0].lastProgress
-        if p and p["batchId"] != last:
-            last = p["batchId"]
-            print(f"   batch {p['batchId']:>3}: {p['numInputRows']:>5} records in, {p.get('processedRowsPerSecond', 0):>6.0f} records/s")
-        if queries[0].exception() is not None:
-            raise queries[0].exception()
-    result = summary.get("result")
-    if result is None:
-        raise RuntimeError("the producers stopped without a summary; see the messages above")
-    print("   producers done:\n" + "\n".join("     " + line for line in result.text().splitlines()))
-    pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix,
-                   progress=lambda m: print("   " + m))  # fmt: skip
+    try:
+        with interrupts.deferred_interrupts():
+            producer.start()
+            queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+            ticker = Ticker(lambda line: print("   " + line, flush=True))
+            while producer.is_alive():
+                producer.join(1.0)
+                interrupts.check()
+                for query in queries:
+                    pipeline.raise_if_dead(query)
+                ticker(lambda: _batch_line(queries[0].lastProgress, ticker.elapsed_s, args.duration))
+            ticker.close()
+            if "exception" in summary:
+                raise summary["exception"]  # type: ignore[misc]
+            result = summary["result"]
+            if result.error:  # type: ignore[attr-defined]
+                raise ProducerError(f"the producers of run {run_id} stopped early ({result.stopped}): {result.error}")  # type: ignore[attr-defined]
+            print("   producers done:\n" + "\n".join("     " + line for line in result.text().splitlines()))  # type: ignore[attr-defined]
+            pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix,
+                           progress=lambda m: print("   " + m))  # fmt: skip
 
-    print(f"\n== 4. verifying {lake} against the ledger")
-    report = verify_lake(settings, ledger=ledger, lake=lake, policy=cfg.policy, spark=spark)
+            print(f"\n== 4. verifying {lake} against the ledger")
+            report = verify_lake(settings, ledger=ledger, lake=lake, policy=cfg.policy, spark=spark)
+    finally:
+        runner.stop()  # a failed job must not leave the producers sending
+        if producer.is_alive():
+            producer.join(30.0)
+        spark.stop()
     print("\n".join("   " + line for line in report.summary().splitlines()))
-    spark.stop()
     print(f"\n   outputs: {cfg.sessions_path} (rows, sessions, quarantine) and {cfg.raw_path}")
     return bool(report.ok)
+
+
+def _batch_line(progress: dict | None, elapsed_s: float, duration_s: float) -> str:
+    head = f"producing: {elapsed_s:.0f}s of {duration_s:.0f}s"
+    if not progress:
+        return f"{head}; the job is starting"
+    return f"{head}; job batch {progress['batchId']}: {progress['numInputRows']} records, {progress.get('processedRowsPerSecond', 0):.0f} records/s"
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ def _verdict(report) -> str:
 
 
 def job_config(settings, name: str, prefix: str, **overrides):
-    from job.cli import job_config as sandbox_job_config
+    from job.config import job_config as sandbox_job_config
 
     return sandbox_job_config(
         settings, output=f"s3a://{settings.bucket}/bench/{name}", checkpoint=settings.checkpoint_root / "bench" / name,

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from job.config import check_policy
 from job.errors import BaselineError, IntegrityError
 from job.session import (
     DEFAULT_WINDOW,
@@ -45,6 +46,8 @@ from job.session import (
     step,
 )
 from job.verify import output_frames
+from producers.contract import TOPIC_PREFIX
+from sandbox.settings import KAFKA_BOOTSTRAP
 
 __all__ = ["BaselineConfig", "BaselineResult", "Sessions", "end_offsets", "main", "run_baseline"]
 
@@ -64,7 +67,7 @@ class BaselineConfig:
     """
 
     bootstrap: str
-    topic_prefix: str = "collection-"
+    topic_prefix: str = TOPIC_PREFIX
     policy: Policy = "resync"
     window: int = DEFAULT_WINDOW
     idle_s: float = 10.0
@@ -77,9 +80,7 @@ class BaselineConfig:
     consumer_config: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            fix = f"use one of {', '.join(POLICIES)}"
-            raise BaselineError(self.bootstrap, f"policy {self.policy!r} is unknown", fix)
+        check_policy(self.policy)
         if self.batch_size < 1 or self.idle_s <= 0 or self.window < 1:
             raise BaselineError(
                 self.bootstrap,
@@ -282,7 +283,7 @@ def run_baseline(
     )
 
 
-def end_offsets(bootstrap: str, topic_prefix: str = "collection-", *, timeout_s: float = 10.0) -> dict[Partition, int]:
+def end_offsets(bootstrap: str, topic_prefix: str = TOPIC_PREFIX, *, timeout_s: float = 10.0) -> dict[Partition, int]:
     """The current end (high watermark) of every partition of every topic named ``topic_prefix*``."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -305,8 +306,8 @@ def end_offsets(bootstrap: str, topic_prefix: str = "collection-", *, timeout_s:
 def main(argv: list[str] | None = None) -> int:
     """``python -m job.baseline``: consume, optionally write Parquet and verify against a ledger."""
     parser = argparse.ArgumentParser(prog="python -m job.baseline", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--topic-prefix", default="collection-")
+    parser.add_argument("--bootstrap", default=KAFKA_BOOTSTRAP)
+    parser.add_argument("--topic-prefix", default=TOPIC_PREFIX)
     parser.add_argument("--policy", choices=POLICIES, default="resync")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW)
     parser.add_argument("--idle", type=float, default=10.0, help="stop after this many seconds without a record")

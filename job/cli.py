@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from job.config import OPERATORS, JobConfig, Policy
+# job_config lives in job.config; notebook 02 still imports it from here
+from job.config import OPERATORS, TOPIC_PREFIX, JobConfig, Policy, job_config  # noqa: F401
 from job.errors import JobError
 
 
@@ -18,7 +18,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the streaming job on the sandbox's Spark cluster")
     run.add_argument("--policy", default="resync", help="strict | resync | window | none (default: resync)")
     run.add_argument("--window", type=int, default=8, help="reorder window in messages, for --policy window")
-    run.add_argument("--prefix", default="collection-", help="topic prefix to subscribe to (default: collection-)")
+    run.add_argument("--topic-prefix", default=TOPIC_PREFIX, help=f"topic prefix to subscribe to (default: {TOPIC_PREFIX})")
+    run.add_argument("--prefix", dest="deprecated_prefix", help=argparse.SUPPRESS)  # before --topic-prefix existed
     run.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
     run.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
     run.add_argument("--starting-offsets", default="earliest", help="earliest | latest")
@@ -39,7 +40,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; exit status 0 on success, 1 when a check failed (verification,
+    policy strict, a query that died or did not drain), 2 for input or an environment the
+    command cannot work with, 130 on Ctrl-C. Errors are one paragraph on stderr."""
     args = _parser().parse_args(argv)
+    from producers.errors import ProducerError
     from sandbox import SandboxError, Settings
 
     try:
@@ -47,65 +52,82 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run(args, settings)
         return _verify(args, settings)
-    except (JobError, SandboxError) as exc:
+    except (JobError, SandboxError, ProducerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_status", 2)
     except KeyboardInterrupt:
-        print("interrupted; the checkpoint lets the next run continue where this one stopped", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         return 130
 
 
-def job_config(settings, **overrides) -> JobConfig:
-    """A JobConfig with the sandbox's defaults for output and checkpoint."""
-    values = {
-        "output": f"s3a://{settings.bucket}/job",
-        "checkpoint": settings.checkpoint_root / "job",
-    }
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return JobConfig(**values)
+#: What ``python -m job run`` says on Ctrl-C.
+INTERRUPTED = "interrupted; the checkpoint lets the next run continue where this one stopped"
 
 
 def _run(args, settings) -> int:
+    if args.deprecated_prefix is not None:
+        print("warning: --prefix is deprecated and will go away; use --topic-prefix (the producers' name for it)", file=sys.stderr)
+        args.topic_prefix = args.deprecated_prefix
     policy: Policy = args.policy
     cfg = job_config(
         settings,
-        policy=policy, window=args.window, topic_prefix=args.prefix, output=args.output,
+        policy=policy, window=args.window, topic_prefix=args.topic_prefix, output=args.output,
         checkpoint=args.checkpoint.resolve() if args.checkpoint else None,
         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
         fail_on_data_loss=not args.no_fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
         operator=args.operator,
     )  # fmt: skip
-    from job import pipeline
+    from job import interrupts, pipeline
+    from sandbox.health import require
     from sandbox.spark import driver_log, spark_session
 
+    require(settings, "kafka", "minio", "spark")
     print(f"[job] policy={cfg.policy} operator={cfg.operator} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
     spark = spark_session(settings, cfg.name)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
-    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-    try:
-        if args.until_drained:
-            pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
-                           progress=lambda m: print(m, file=sys.stderr))  # fmt: skip
-        else:
-            deadline = time.monotonic() + args.duration if args.duration else None
-            while all(q.isActive for q in queries) and (deadline is None or time.monotonic() < deadline):
-                queries[0].awaitTermination(5.0)
-                p = queries[0].lastProgress
-                if p:
-                    print(f"[job] batch {p['batchId']}: {p['numInputRows']} rows, {p.get('processedRowsPerSecond', 0):.0f} rows/s", file=sys.stderr)
+    with interrupts.deferred_interrupts():
+        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+        try:
+            if args.until_drained:
+                pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
+                               progress=lambda m: print(m, file=sys.stderr))  # fmt: skip
+            else:
+                _watch(queries, args.duration)
+        finally:
             for q in queries:
-                if q.exception() is not None:
-                    raise q.exception()
-    finally:
-        for q in queries:
-            q.stop()
+                q.stop()
+            spark.stop()
     return 0
+
+
+def _watch(queries: list, duration: float | None) -> None:
+    """Print each new batch until ``duration`` is up or a query ends (an available-now run
+    ends by itself); a query that failed raises the error a user can act on."""
+    from job import interrupts, pipeline
+    from job.errors import query_error
+
+    deadline = time.monotonic() + duration if duration else None
+    last = None
+    while deadline is None or time.monotonic() < deadline:
+        interrupts.check()
+        for q in queries:
+            if (exc := q.exception()) is not None:
+                raise query_error(q.name, exc) from None
+        active = [q for q in queries if q.isActive]
+        if not active:
+            return
+        pipeline.wait(active[0], 1.0)
+        p = queries[0].lastProgress
+        if p and p["batchId"] != last:
+            last = p["batchId"]
+            print(f"[job] batch {p['batchId']}: {p['numInputRows']} rows, {p.get('processedRowsPerSecond', 0):.0f} rows/s", file=sys.stderr)
 
 
 def _verify(args, settings) -> int:
     from job.verify_spark import verify_lake
 
-    report = verify_lake(settings, ledger=args.ledger, lake=args.lake or f"s3a://{settings.bucket}/job", policy=args.policy)
+    report = verify_lake(settings, ledger=args.ledger, lake=args.lake or f"s3a://{settings.bucket}/job", policy=args.policy,
+                         preflight=True)  # fmt: skip
     print(report.summary())
     if args.json:
         args.json.write_text(report.to_json())

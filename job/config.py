@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from job import lake
 from job.errors import JobError
-from job.session import Policy
+from job.session import POLICIES, Policy
+from producers.contract import TOPIC_PREFIX
 
 StartingOffsets = Literal["earliest", "latest"]
 #: The Python arbitrary-stateful operators the job can run on, all calling the same
@@ -28,6 +30,14 @@ class ConfigError(JobError):
         super().__init__(f"job config {field_name}={value!r}: {fix}")
 
 
+def check_policy(policy: str) -> Policy:
+    """``policy`` if it names an integrity policy, else ConfigError listing the choices: the
+    one check of a policy name (the job's config, the baseline and the verifier call it)."""
+    if policy not in POLICIES:
+        raise ConfigError("policy", policy, f"choose one of {', '.join(POLICIES)}")
+    return policy  # type: ignore[return-value]
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobConfig:
     """What the job reads, how strictly, and where it writes.
@@ -41,7 +51,7 @@ class JobConfig:
 
     output: str
     checkpoint: Path
-    topic_prefix: str = "collection-"
+    topic_prefix: str = TOPIC_PREFIX
     policy: Policy = "resync"
     window: int = 8
     starting_offsets: StartingOffsets = "earliest"
@@ -60,8 +70,7 @@ class JobConfig:
 
     def validate(self) -> None:
         """Raise ConfigError naming the field, the bad value and the fix."""
-        if self.policy not in get_args(Policy):
-            raise ConfigError("policy", self.policy, f"choose one of {', '.join(get_args(Policy))}")
+        check_policy(self.policy)
         if self.operator not in get_args(Operator):
             raise ConfigError("operator", self.operator, f"choose one of {', '.join(get_args(Operator))}")
         if self.starting_offsets not in get_args(StartingOffsets):
@@ -92,7 +101,7 @@ class JobConfig:
 
     @property
     def sessions_path(self) -> str:
-        return self.output.rstrip("/") + "/sessions-out"
+        return lake.sessions_path(self.output)
 
     @property
     def raw_path(self) -> str:
@@ -103,3 +112,14 @@ class JobConfig:
         if self.trigger == "available-now":
             return {"availableNow": True}
         return {"processingTime": self.trigger.strip()}
+
+
+def job_config(settings, **overrides) -> JobConfig:
+    """A JobConfig with the sandbox's defaults for output (``s3a://<bucket>/job``) and
+    checkpoint (``<checkpoint_root>/job``); ``overrides`` that are None keep the default."""
+    values = {
+        "output": f"s3a://{settings.bucket}/job",
+        "checkpoint": settings.checkpoint_root / "job",
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return JobConfig(**values)

@@ -7,11 +7,29 @@ pickles by value.
 
 from __future__ import annotations
 
-__all__ = ["BaselineError", "IntegrityError", "JobError", "StateError", "UsageError"]
+import re
+
+__all__ = [
+    "BaselineError",
+    "DrainTimeoutError",
+    "IntegrityError",
+    "JobError",
+    "LakeError",
+    "QueryFailedError",
+    "StateError",
+    "UsageError",
+    "query_error",
+]
 
 
 class JobError(Exception):
-    """Root of every error the ``job`` package raises on purpose."""
+    """Root of every error the ``job`` package raises on purpose.
+
+    ``exit_status`` is what a command line exits with: 2 for input or an environment it
+    cannot work with (the default), 1 for a check that ran and failed.
+    """
+
+    exit_status = 2
 
 
 class IntegrityError(JobError):
@@ -22,7 +40,11 @@ class IntegrityError(JobError):
     :class:`~producers.errors.ContractError` reason) or ``divergence``; ``detail`` says
     what was seen. The message reads
     ``session "s42" topic collection-site-3[1] offset 981: seq 17 after 15 (gap of 1)``.
+    Rebuilt on the driver from a Spark worker's message (:func:`query_error`), ``problem``
+    is ``remote``: the worker's traceback carries only the message.
     """
+
+    exit_status = 1
 
     def __init__(
         self,
@@ -75,3 +97,62 @@ class UsageError(JobError, ValueError):
     def __init__(self, what: str, fix: str) -> None:
         self.what, self.fix = what, fix
         super().__init__(f"{what}; {fix}")
+
+
+class QueryFailedError(JobError):
+    """A streaming query stopped with an error, or was stopped, before it was done."""
+
+    exit_status = 1
+
+    def __init__(self, query: str, cause: str, fix: str) -> None:
+        self.query, self.cause, self.fix = query, cause, fix
+        super().__init__(f"streaming query {query}: {cause}; {fix}")
+
+
+class DrainTimeoutError(JobError):
+    """A drain did not see the queries reach Kafka's end offsets in time."""
+
+    exit_status = 1
+
+    def __init__(self, query: str, left: int, total: int, timeout_s: float) -> None:
+        self.query, self.left, self.total, self.timeout_s = query, left, total, timeout_s
+        super().__init__(
+            f"streaming query {query} still had {left} of {total} records to process after {timeout_s:.0f}s of "
+            f"draining; it is alive but slower than the wait allows: wait longer (drain's timeout_s), lower the "
+            f"input rate, or look at its batches in the Spark UI and the driver log"
+        )
+
+
+class LakeError(JobError):
+    """A lake root that holds no job output."""
+
+    def __init__(self, lake: str, problem: str, fix: str) -> None:
+        self.lake, self.problem, self.fix = lake, problem, fix
+        super().__init__(f"lake {lake}: {problem}; {fix}")
+
+
+_REMOTE_INTEGRITY = re.compile(
+    r'IntegrityError: session "(?P<session>[^"]*)" topic (?P<topic>\S+)\[(?P<partition>\d+)\] '
+    r"offset (?P<offset>\d+): (?P<detail>.*?); policy strict stops here"
+)
+
+
+def query_error(query: str, exc: BaseException, *, log: object = None) -> JobError:
+    """The error a user can act on for a streaming query that died with ``exc``.
+
+    An :class:`IntegrityError` raised in a Spark Python worker reaches the driver as text
+    inside a Py4J-wrapped ``StreamingQueryException``; it is rebuilt from that text (so
+    the message is the worker's, not a screen of JVM frames). Anything else becomes a
+    :class:`QueryFailedError` with the first line of the cause and where the full trace is.
+    """
+    text = str(exc)
+    match = _REMOTE_INTEGRITY.search(text)
+    if match:
+        return IntegrityError(
+            session=match["session"], topic=match["topic"], partition=int(match["partition"]),
+            offset=int(match["offset"]), problem="remote", detail=match["detail"],
+        )  # fmt: skip
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cause = next((line for line in reversed(lines) if re.match(r"^[\w.]*(Error|Exception)\b", line)), lines[0] if lines else repr(exc))
+    where = f"the driver log {log}" if log else "the driver log"
+    return QueryFailedError(query, f"failed with {cause[:500]}", f"{where} has the full trace; fix the cause and run again (the checkpoint resumes)")

@@ -12,6 +12,14 @@ from typing import Literal
 
 Output = Literal["rows", "sessions", "quarantine"]
 
+#: The file sink's folder under a lake root; it holds all three outputs.
+SESSIONS_DIR = "sessions-out"
+
+
+def sessions_path(lake_root: str) -> str:
+    """Where the job's file sink writes under ``lake_root``."""
+    return lake_root.rstrip("/") + "/" + SESSIONS_DIR
+
 #: (column, Spark SQL type) of the operator's output, in order.
 UNION_COLUMNS: list[tuple[str, str]] = [
     ("output", "string"),

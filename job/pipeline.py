@@ -317,11 +317,13 @@ def end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -
 
 def caught_up(query, targets: dict[str, dict[str, int]]) -> bool:
     """True when the query's last committed batch reached every target offset."""
-    progress = query.lastProgress
-    if not progress:
-        return False
+    return query.lastProgress is not None and records_left(query, targets) == 0
+
+
+def records_left(query, targets: dict[str, dict[str, int]]) -> int:
+    """Records between the query's last committed batch and the target offsets."""
     reached: dict[str, dict[str, int]] = {}
-    for source in progress.get("sources", []):
+    for source in (query.lastProgress or {}).get("sources", []):
         end = source.get("endOffset")
         if isinstance(end, str):
             import json
@@ -330,26 +332,64 @@ def caught_up(query, targets: dict[str, dict[str, int]]) -> bool:
         for topic, parts in (end or {}).items():
             for p, off in parts.items():
                 reached.setdefault(topic, {})[str(p)] = int(off)
-    return all(
-        reached.get(topic, {}).get(p, 0) >= off for topic, parts in targets.items() for p, off in parts.items() if off > 0
-    )
+    return sum(max(0, off - reached.get(topic, {}).get(p, 0)) for topic, parts in targets.items() for p, off in parts.items())
 
 
 def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float = 300.0, progress=print) -> None:
-    """Wait until every query has processed everything in Kafka now, then stop them."""
+    """Wait until every query has processed everything in Kafka now, then stop them.
+
+    Raises :class:`~job.errors.IntegrityError` or :class:`~job.errors.QueryFailedError`
+    when a query dies or is stopped before it got there, and
+    :class:`~job.errors.DrainTimeoutError` (with the records left) after ``timeout_s``.
+    """
+    from job import interrupts
+    from job.errors import DrainTimeoutError
+    from sandbox.progress import Ticker
+
     targets = end_offsets(bootstrap, topic_prefix)
     total = sum(sum(p.values()) for p in targets.values())
     progress(f"[job] draining {total} records from {len(targets)} topic(s)")
     deadline = time.monotonic() + timeout_s
-    for query in queries:
-        while not caught_up(query, targets):
-            if query.exception() is not None:
-                raise query.exception()
-            if not query.isActive:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"query {query.name} did not reach {targets} within {timeout_s:.0f}s")
-            query.awaitTermination(1.0)
-        # the batch that reached the targets is committed once lastProgress reports it
+    ticker = Ticker(progress)
+    try:
+        for query in queries:
+            first_left, since = records_left(query, targets), time.monotonic()
+            while not caught_up(query, targets):
+                interrupts.check()
+                raise_if_dead(query)
+                if time.monotonic() > deadline:
+                    raise DrainTimeoutError(query.name, records_left(query, targets), total, timeout_s)
+                left = records_left(query, targets)
+                ticker(lambda: f"[job] draining {query.name}: {left} of {total} records left, "
+                               f"{(first_left - left) / max(time.monotonic() - since, 1e-9):.0f} records/s, {ticker.elapsed_s:.0f}s")  # fmt: skip
+                wait(query, 1.0)
+            # the batch that reached the targets is committed once lastProgress reports it
+    finally:
+        ticker.close()
     for query in queries:
         query.stop()
+
+
+def wait(query, seconds: float) -> None:
+    """``awaitTermination(seconds)``, with a query's failure raised as the error a user can
+    act on (:func:`~job.errors.query_error`) instead of a Py4J-wrapped one."""
+    from job.errors import query_error
+
+    try:
+        query.awaitTermination(seconds)
+    except Exception as exc:  # noqa: BLE001 - whatever PySpark wraps the failure in
+        raise query_error(query.name, exc) from None
+
+
+def raise_if_dead(query) -> None:
+    """Raise the error a user can act on when ``query`` failed or was stopped."""
+    from job.errors import QueryFailedError, query_error
+
+    exc = query.exception()
+    if exc is not None:
+        raise query_error(query.name, exc) from None
+    if not query.isActive:
+        raise QueryFailedError(
+            query.name, "was stopped before it processed everything in Kafka",
+            "something called stop() on it or its SparkSession (another cell, a second drain); start it again",
+        )  # fmt: skip

@@ -47,9 +47,10 @@ from producers.contract import ContractError, Kind, Row, decode
 from producers.expected import DELIVERY_ALLOWED, ExpectedSession, LossWindow, changes_of, expected_sessions
 from producers.faults import BAD_RECORD, STRICT_STOPPING, Anomaly
 
+from job.config import check_policy
 from job.errors import UsageError
 from job.lake import STATUS_COLUMNS
-from job.session import POLICIES, Policy, QuarantineRecord, RowChange, SessionStatus, rebuild
+from job.session import Policy, QuarantineRecord, RowChange, SessionStatus, rebuild
 
 __all__ = [
     "QUARANTINE_COLUMNS",
@@ -207,8 +208,7 @@ def check(
     ``event_ts_ms`` for a status row are read as ``last_*``). ``sessions`` may hold
     several rows per session; the latest by ``(epoch, last_seq, last_offset)`` counts.
     """
-    if policy not in POLICIES:
-        raise UsageError(f"policy {policy!r} is unknown", f"use one of {', '.join(POLICIES)}")
+    check_policy(policy)
     rows = _columns(rows, ROWS_COLUMNS)
     quarantine = _columns(quarantine, QUARANTINE_COLUMNS)
     sessions = _columns(_rename_status(sessions), SESSIONS_COLUMNS)

@@ -3,12 +3,15 @@ decides which files count), read the ledger, and hand both to the pure :func:`jo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from job import lake
+from job.errors import LakeError
 
 
 def lake_frames(spark, lake_root: str) -> dict[str, object]:
     """The ``rows``, ``quarantine`` and ``sessions`` outputs as pandas DataFrames."""
-    path = lake_root.rstrip("/") + "/sessions-out"
+    path = lake.sessions_path(lake_root)
     return {name: lake.read_output(spark, path, name).toPandas() for name in ("rows", "quarantine", "sessions")}
 
 
@@ -21,11 +24,45 @@ def ledger_frame(settings, ledger: str):
     return read_ledger(ledger, s3=s3 if ledger.startswith(("s3a://", "s3://")) else None)
 
 
-def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None):
-    """Read ledger and lake, return ``job.verify.check``'s report."""
+def check_lake(settings, lake_root: str) -> None:
+    """Raise :class:`~job.errors.LakeError` unless ``lake_root`` holds the job's committed
+    output (the file sink's ``_spark_metadata`` log), before any Spark starts."""
+    metadata = lake.sessions_path(lake_root) + "/_spark_metadata"
+    fix = "pass the --output the job ran with (its first line says where it writes)"
+    if lake_root.startswith(("s3a://", "s3://")):
+        from sandbox.health import s3_client
+
+        bucket, _, key = lake_root.split("://", 1)[1].partition("/")
+        prefix = (key.rstrip("/") + "/" if key else "") + f"{lake.SESSIONS_DIR}/_spark_metadata/"
+        try:
+            found = s3_client(settings).list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount", 0)
+        except Exception as exc:  # noqa: BLE001 - botocore's errors have no common root worth importing here
+            raise LakeError(lake_root, f"cannot list {metadata} ({exc})", fix) from None
+        console = f"{settings.endpoints().s3_console}/browser/{bucket}"
+        if not found:
+            raise LakeError(lake_root, f"no job output here ({metadata} is missing)", f"{fix}; browse {console}")
+    elif not Path(lake_root.removeprefix("file:")).joinpath(lake.SESSIONS_DIR, "_spark_metadata").is_dir():
+        raise LakeError(lake_root, f"no job output here ({metadata} is missing)", fix)
+
+
+def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, preflight: bool = False):
+    """Read ledger and lake, return ``job.verify.check``'s report.
+
+    With ``preflight`` (the command line), a local ledger is read first, then the sandbox's
+    MinIO and Spark are required to answer and the lake to hold job output, so that a wrong
+    path or a stopped sandbox is reported in one line before any Spark starts.
+    """
     from job.verify import check
     from sandbox.spark import spark_session
 
+    expected = None if ledger.startswith(("s3a://", "s3://")) else ledger_frame(settings, ledger)
+    if preflight:
+        from sandbox.health import require
+
+        require(settings, "minio", "spark")
+        check_lake(settings, lake)
+    if expected is None:
+        expected = ledger_frame(settings, ledger)
     spark = spark or spark_session(settings, "verify")
     frames = lake_frames(spark, lake)
-    return check(ledger_frame(settings, ledger), frames["rows"], frames["quarantine"], frames["sessions"], policy=policy)
+    return check(expected, frames["rows"], frames["quarantine"], frames["sessions"], policy=policy)

@@ -16,9 +16,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from producers.contract import TOPIC_PREFIX
 from producers.errors import ProducerError
 from producers.faults import FAULT_NAMES, describe_faults, parse_fault
 from producers.ledger import S3Target
+from sandbox.settings import KAFKA_BOOTSTRAP, S3_ACCESS_KEY, S3_SECRET_KEY
 
 __all__ = ["main"]
 
@@ -40,7 +42,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--bootstrap",
-        default=env.get("OSL_KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+        default=env.get("OSL_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP),
         help="Kafka bootstrap servers (env OSL_KAFKA_BOOTSTRAP; default %(default)s)",
     )
     r.add_argument("--sites", type=int, default=3, help="sites at the start (default %(default)s)")
@@ -79,7 +81,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--ledger", default=None, help="ledger location: a directory or s3a://bucket/prefix (default ledgers/<run id>)"
     )
     r.add_argument("--run-id", default=None, help="run id embedded in session ids (default: random)")
-    r.add_argument("--topic-prefix", default="collection-", help="topic = prefix + site (default %(default)s)")
+    r.add_argument("--topic-prefix", default=TOPIC_PREFIX, help="topic = prefix + site (default %(default)s)")
     r.add_argument("--partitions", type=int, default=3, help="partitions of new topics (default %(default)s)")
     r.add_argument("--rows", type=int, default=None, help="initial rows per site (default 200-400 from the seed)")
     r.add_argument(
@@ -87,9 +89,9 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env.get("OSL_S3_ENDPOINT", "http://127.0.0.1:9000"),
         help="for s3a:// ledgers (env OSL_S3_ENDPOINT)",
     )
-    r.add_argument("--s3-access-key", default=env.get("OSL_S3_ACCESS_KEY", "sandbox"), help="(env OSL_S3_ACCESS_KEY)")
+    r.add_argument("--s3-access-key", default=env.get("OSL_S3_ACCESS_KEY", S3_ACCESS_KEY), help="(env OSL_S3_ACCESS_KEY)")
     r.add_argument(
-        "--s3-secret-key", default=env.get("OSL_S3_SECRET_KEY", "sandbox-secret"), help="(env OSL_S3_SECRET_KEY)"
+        "--s3-secret-key", default=env.get("OSL_S3_SECRET_KEY", S3_SECRET_KEY), help="(env OSL_S3_SECRET_KEY)"
     )
     r.add_argument("--no-progress", action="store_true", help="no live progress line")
 
@@ -100,8 +102,8 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     led.add_argument("location", help="a ledger directory or s3a:// prefix")
     led.add_argument("--windows", action="store_true", help="list every loss window")
     led.add_argument("--s3-endpoint", default=env.get("OSL_S3_ENDPOINT", "http://127.0.0.1:9000"))
-    led.add_argument("--s3-access-key", default=env.get("OSL_S3_ACCESS_KEY", "sandbox"))
-    led.add_argument("--s3-secret-key", default=env.get("OSL_S3_SECRET_KEY", "sandbox-secret"))
+    led.add_argument("--s3-access-key", default=env.get("OSL_S3_ACCESS_KEY", S3_ACCESS_KEY))
+    led.add_argument("--s3-secret-key", default=env.get("OSL_S3_SECRET_KEY", S3_SECRET_KEY))
     return p
 
 

@@ -21,11 +21,14 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
-import msgspec
-
 from producers.errors import ContractError
 
+#: Each collection point publishes to the topic ``<prefix><site>``; this is the prefix unless
+#: a run says otherwise (readers subscribe to ``^<prefix>.*`` to discover sites).
+TOPIC_PREFIX = "collection-"
+
 __all__ = [
+    "TOPIC_PREFIX",
     "DEFAULT_MAX_BYTES",
     "SCHEMA_VERSION",
     "ContractError",

@@ -304,7 +304,8 @@ class KafkaTransport:
 
 def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0):
     """Yield (offset, key, value) of every record now in one partition; raise TimeoutError
-    when the partition cannot be read to its end within ``timeout_s``."""
+    when the partition cannot be read to its end within ``timeout_s`` (naming the last
+    retriable consumer error), and ProducerError on any other consumer error."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "osl-producers-place", "enable.auto.commit": False,
@@ -315,16 +316,26 @@ def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: flo
             return
         consumer.assign([TopicPartition(topic, partition, low)])
         deadline = time.monotonic() + timeout_s
+        last_error = None
         while time.monotonic() < deadline:
             for msg in consumer.consume(500, timeout=1.0):
                 if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                    err = msg.error()
+                    if err.code() == KafkaError._PARTITION_EOF:
                         return
-                    continue
+                    if err.retriable() and not err.fatal():
+                        last_error = err.str()  # librdkafka retries it; the deadline bounds the wait
+                        continue
+                    raise ProducerError(
+                        f"reading {topic}[{partition}] back from {bootstrap} (to place records whose delivery "
+                        f"report had no offset) failed: {err.str()}; check the broker with `python -m sandbox status` "
+                        f"and run again"
+                    )
                 yield msg.offset(), msg.key(), msg.value()
                 if msg.offset() >= high - 1:
                     return
-        raise TimeoutError(f"{topic}/{partition} not read to offset {high} within {timeout_s:g}s")
+        also = f" (last consumer error: {last_error})" if last_error else ""
+        raise TimeoutError(f"{topic}/{partition} not read to offset {high} within {timeout_s:g}s{also}")
     finally:
         consumer.close()
 

@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from producers.contract import TOPIC_PREFIX
 from producers.errors import ProducerError, RunConfigError
 from producers.faults import Fault, Transmission
 from producers.kafka import Delivery, KafkaTransport, Transport
 from producers.ledger import LedgerRow, LedgerWriter, RunInfo, S3Target
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import SITE_TYPES, Site, site_name, topic_for
+from sandbox.settings import KAFKA_BOOTSTRAP
 
 __all__ = ["Progress", "RunConfig", "RunSummary", "Runner", "new_run_id"]
 
@@ -52,7 +54,7 @@ class RunConfig:
     """
 
     ledger: str
-    bootstrap: str = "127.0.0.1:9092"
+    bootstrap: str = KAFKA_BOOTSTRAP
     sites: int = 3
     join: int = 0
     sessions: int = 4
@@ -64,7 +66,7 @@ class RunConfig:
     faults: tuple[Fault, ...] = ()
     seed: int = 0
     run_id: str | None = None
-    topic_prefix: str = "collection-"
+    topic_prefix: str = TOPIC_PREFIX
     partitions: int = 3
     rows: int | None = None
     s3: S3Target | None = None

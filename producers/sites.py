@@ -17,7 +17,7 @@ from typing import Literal
 
 from faker import Faker
 
-from producers.contract import Encoder, Row
+from producers.contract import TOPIC_PREFIX, Encoder, Row
 from producers.errors import RunConfigError
 
 __all__ = [
@@ -51,7 +51,7 @@ def site_name(index: int) -> str:
     return f"{SITE_TYPES[index % len(SITE_TYPES)]}-{index}"
 
 
-def topic_for(site: str, prefix: str = "collection-") -> str:
+def topic_for(site: str, prefix: str = TOPIC_PREFIX) -> str:
     """The Kafka topic of ``site``: ``prefix + site``; raises if Kafka would refuse the name."""
     topic = f"{prefix}{site}"
     if not _TOPIC_RE.match(topic) or topic in (".", ".."):

@@ -41,10 +41,10 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def java_executable() -> Path:
-    """A Java >= 17 launcher from JAVA_HOME or PATH, or a ToolMissingError that says how to get one."""
+def java_executable(java_home: Path | None = None) -> Path:
+    """A Java >= 17 launcher from ``java_home`` (``Settings.java_home``, read from JAVA_HOME
+    at the edge) or PATH, or a ToolMissingError that says how to get one."""
     fix = "install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
-    java_home = os.environ.get("JAVA_HOME")
     candidate = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
     if not candidate or not Path(candidate).exists():
         raise ToolMissingError("Java", f"{versions.JAVA_MIN}+", fix)
@@ -116,7 +116,7 @@ def resolve_jars(
         if record.get("coordinates") == wanted:
             return [dest / jar for jar in record["jars"]]
         progress(f"[artifacts] {dest} was resolved for other coordinates; resolving again")
-    java = java_executable()
+    java = java_executable(settings.java_home)
     staging = dest.with_name(name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -279,7 +279,7 @@ def _go_executable() -> Path:
 def fetch_all(settings: Settings, *, progress: Progress = say) -> dict[str, object]:
     """Everything the local backend and the job need; cheap when the cache is warm."""
     return {
-        "java": java_executable(),
+        "java": java_executable(settings.java_home),
         "kafka_jars": kafka_jars(settings, progress=progress),
         "spark_job_jars": spark_job_jars(settings, progress=progress),
         "minio": minio_binary(settings, progress=progress),

@@ -8,8 +8,9 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from sandbox.backend import format_status
 from sandbox.errors import SandboxError
-from sandbox.settings import Settings
+from sandbox.settings import Settings, detect_backend
 
 _FAULTS = {
     "kill": "SIGKILL a service (a crashed node: no shutdown hook runs)",
@@ -50,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides: dict[str, object] = {}
         if args.state_dir:
             overrides["state_dir"] = args.state_dir
-        if args.backend:
-            overrides["backend"] = args.backend
+        overrides["backend"] = args.backend or detect_backend()
         settings = Settings.from_env(**overrides)
         if args.port_offset is not None:
             from sandbox.settings import Ports
@@ -79,7 +79,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     sb = open_sandbox(settings)
     if args.command == "up":
         sb.up()
-        _print_status(sb.status())
+        print(format_status(sb.status()))
         return 0
     if args.command == "down":
         sb.down()
@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print(json.dumps([asdict(s) for s in statuses], indent=2))
         else:
-            _print_status(statuses)
+            print(format_status(statuses))
         return 0 if all(s.state == "running" for s in statuses) else 1
     if args.command == "logs":
         print(sb.logs(args.service, args.lines))
@@ -112,18 +112,5 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "smoke":
         from sandbox.smoke import run_all
 
-        return 0 if run_all(settings) else 1
+        return 0 if all(proof.ok for proof in run_all(settings)) else 1
     raise AssertionError(args.command)
-
-
-def _print_status(statuses) -> None:
-    rows = [("SERVICE", "STATE", "ENDPOINT", "UI", "LOG")] + [
-        (s.name, s.state, s.endpoint, s.ui or "-", s.log) for s in statuses
-    ]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
-    unhealthy = [s for s in statuses if s.state != "running"]
-    for s in unhealthy:
-        if s.detail:
-            print(f"  {s.name}: {s.detail}")

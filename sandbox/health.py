@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from sandbox.settings import Settings
 
@@ -90,6 +90,32 @@ def check_spark(settings: Settings, *, timeout_s: float = 5.0, workers: int | No
     return Health(True, f"master ALIVE, {len(alive)} worker(s) alive")
 
 
+ServiceName = Literal["kafka", "minio", "spark"]
+
+
+def require(settings: Settings, *services: ServiceName) -> None:
+    """Raise :class:`~sandbox.errors.NotRunningError` naming the first of ``services`` that
+    does not answer, where it was looked for, and how to start it; ``spark`` needs the
+    master and at least one worker. Call it before work that would otherwise hang on, or
+    fail deep inside, a client library."""
+    from sandbox.errors import NotRunningError
+
+    probes: dict[str, tuple[str, Callable[[], Health]]] = {
+        "kafka": (settings.endpoints().kafka_bootstrap, lambda: check_kafka(settings, timeout_s=3.0)),
+        "minio": (settings.endpoints().s3_endpoint, lambda: check_minio(settings, timeout_s=3.0)),
+        "spark": (settings.endpoints().spark_master, lambda: check_spark(settings, timeout_s=3.0, workers=1)),
+    }
+    for name in services:
+        where, probe = probes[name]
+        result = probe()
+        if not result.ok:
+            raise NotRunningError(
+                f"the sandbox's {name} at {where} does not answer ({result.detail}); start the sandbox with "
+                f"`python -m sandbox up` (state {settings.state_dir}, ports moved by OSL_PORT_OFFSET="
+                f"{settings.ports.offset}), or point OSL_STATE_DIR / OSL_PORT_OFFSET at the one that runs"
+            )
+
+
 def spark_master_status(settings: Settings, *, timeout_s: float = 5.0) -> dict:
     with urllib.request.urlopen(settings.endpoints().spark_master_ui + "/json/", timeout=timeout_s) as resp:
         return json.loads(resp.read())
@@ -146,23 +172,38 @@ def wait_for(
     what: str,
     interval_s: float = 0.5,
     abort: Callable[[], str | None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> T:
     """Poll ``probe`` until it returns something truthy; raise TimeoutError naming ``what``.
 
     ``abort`` is asked between polls; a non-None answer stops the wait early with that reason
-    (for example: the process being waited on has exited).
+    (for example: the process being waited on has exited). With ``progress``, a wait longer
+    than a few seconds says what it waits for, for how long, and the last check's answer
+    (:class:`~sandbox.progress.Ticker`).
     """
+    from sandbox.progress import Ticker
+
     deadline = time.monotonic() + timeout_s
+    ticker = Ticker(progress) if progress is not None else None
     last: T = probe()
-    while not last:
-        if abort is not None and (reason := abort()):
-            raise _Aborted(reason)
-        if time.monotonic() >= deadline:
-            detail = getattr(last, "detail", last)
-            raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last check: {detail})")
-        time.sleep(interval_s)
-        last = probe()
+    try:
+        while not last:
+            if abort is not None and (reason := abort()):
+                raise _Aborted(reason)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last check: {_detail(last)})")
+            if ticker is not None:
+                ticker(lambda: f"[sandbox] waiting for {what}: {ticker.elapsed_s:.0f}s of at most {timeout_s:.0f}s (last check: {_detail(last)})")
+            time.sleep(interval_s)
+            last = probe()
+    finally:
+        if ticker is not None:
+            ticker.close()
     return last
+
+
+def _detail(result: object) -> str:
+    return str(getattr(result, "detail", result))
 
 
 class _Aborted(Exception):

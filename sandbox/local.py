@@ -45,6 +45,11 @@ SPARK_WORKER_OPTS = (
     "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=1800 -Dspark.worker.cleanup.appDataTtl=86400"
 )
 
+#: Every service (and so every process it starts: executors, Python workers) carries this
+#: variable set to the sandbox's state directory; ``down`` sweeps by it, so it never touches
+#: a process the sandbox did not start (a shell that merely sits in the state directory).
+SANDBOX_MARK = "OSL_SANDBOX_OF"
+
 #: Popen handles of the children this Python process started, so killed ones get reaped.
 _children: dict[int, subprocess.Popen] = {}
 
@@ -188,6 +193,7 @@ class LocalBackend:
         s, p, e = self.settings, self.settings.ports, self.settings.endpoints()
         arts = self._arts() if need_artifacts else {}
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+        base_env[SANDBOX_MARK] = str(s.state_dir)
         if name == "kafka":
             jars = arts.get("kafka_jars", [])
             classpath = os.pathsep.join(str(j) for j in jars)  # type: ignore[union-attr]
@@ -352,7 +358,7 @@ class LocalBackend:
         else:
             probe = spec.probe
         try:
-            health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=name, abort=exited)
+            health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=name, abort=exited, progress=self._progress)
         except health._Aborted as exc:
             raise ServiceStartError(name, str(exc), str(self._log_path(name)), log_tail(self._log_path(name), 25)) from None
         except TimeoutError as exc:
@@ -463,15 +469,13 @@ class LocalBackend:
                 raise AnotherSandboxRunningError(entry["state_dir"], clash)
 
     def _sweep_strays(self) -> None:
-        """Kill leftovers whose working directory is inside this sandbox (orphaned executors)."""
-        root = str(self.settings.state_dir)
-        for proc in psutil.process_iter(["pid", "cwd"]):
-            cwd = proc.info.get("cwd") or ""
-            if proc.pid != os.getpid() and (cwd == root or cwd.startswith(root + os.sep)):
-                try:
-                    proc.kill()
-                except psutil.Error:
-                    pass
+        """Kill leftovers the sandbox started (an executor orphaned by a killed worker), found
+        by :data:`SANDBOX_MARK`; nothing else, whatever its working directory."""
+        for proc in sandbox_processes(self.settings):
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
 
 
 def _spark_master_alive(settings: Settings) -> health.Health:
@@ -548,16 +552,15 @@ def _reap(pid: int) -> None:
 
 
 def sandbox_processes(settings: Settings) -> list[psutil.Process]:
-    """Every live process that belongs to this sandbox (for tests and `down` checks)."""
+    """Every live process this sandbox started, directly or through a service (executors,
+    Python workers): those whose environment carries :data:`SANDBOX_MARK` for it."""
     root = str(settings.state_dir)
     found = []
-    for proc in psutil.process_iter(["pid", "cwd", "cmdline", "status"]):
+    for proc in psutil.process_iter(["pid", "status"]):
         try:
-            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            cwd = proc.info.get("cwd") or ""
-            cmd = " ".join(proc.info.get("cmdline") or [])
-            if proc.pid != os.getpid() and (cwd.startswith(root) or root in cmd):
+            if proc.environ().get(SANDBOX_MARK) == root:
                 found.append(proc)
         except psutil.Error:
             continue

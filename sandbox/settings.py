@@ -16,6 +16,10 @@ BackendKind = Literal["local", "compose"]
 
 PROJECT = "ordered-stream-lab"
 
+#: MinIO's credentials in the sandbox (the compose file passes the same).
+S3_ACCESS_KEY = "sandbox"
+S3_SECRET_KEY = "sandbox-secret"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Ports:
@@ -35,6 +39,15 @@ class Ports:
 
     def worker_ui(self, n: int) -> int:
         return self.spark_worker_ui_base + n - 1
+
+    @property
+    def offset(self) -> int:
+        """How far these ports are moved from the defaults (``OSL_PORT_OFFSET``)."""
+        return self.kafka - Ports().kafka
+
+
+#: Where a client finds the sandbox's Kafka when nothing says otherwise.
+KAFKA_BOOTSTRAP = f"127.0.0.1:{Ports().kafka}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,8 +72,8 @@ class Settings:
     backend: BackendKind = "local"
     host: str = "127.0.0.1"
     ports: Ports = field(default_factory=Ports)
-    s3_access_key: str = "sandbox"
-    s3_secret_key: str = "sandbox-secret"
+    s3_access_key: str = S3_ACCESS_KEY
+    s3_secret_key: str = S3_SECRET_KEY
     bucket: str = "lake"
     spark_workers: int = 2
     #: Two cores per worker on purpose (more than a laptop may have): two applications, e.g. a
@@ -79,6 +92,8 @@ class Settings:
     spark_master: str | None = None
     driver_host: str | None = None
     checkpoint_dir: Path | None = None
+    #: A Java installation to use instead of the ``java`` on PATH (``JAVA_HOME``).
+    java_home: Path | None = None
     start_timeout_s: float = 120.0
 
     @classmethod
@@ -87,7 +102,9 @@ class Settings:
 
         ``OSL_STATE_DIR`` (default: ``.sandbox`` in the project root), ``OSL_CACHE_DIR``
         (default: ``~/.cache/ordered-stream-lab``), ``OSL_BACKEND`` (``local`` or
-        ``compose``; default: compose only when a Docker engine answers),
+        ``compose``; default ``local``: this reads variables and nothing else, so the
+        command lines pass ``backend=detect_backend()`` to pick compose where Docker answers),
+        ``JAVA_HOME`` (the Java the local backend runs),
         ``OSL_PORT_OFFSET`` (add to every port), ``OSL_MAVEN_REPO`` (a mirror); inside the
         compose network also ``OSL_KAFKA_BOOTSTRAP``, ``OSL_S3_ENDPOINT``, ``OSL_SPARK_MASTER``,
         ``OSL_CHECKPOINT_ROOT``, ``OSL_S3_ACCESS_KEY``, ``OSL_S3_SECRET_KEY``, ``OSL_BUCKET`` and
@@ -113,6 +130,7 @@ class Settings:
             "spark_master": env.get("OSL_SPARK_MASTER") or None,
             "driver_host": env.get("SPARK_LOCAL_HOSTNAME") or None,
             "checkpoint_dir": Path(env["OSL_CHECKPOINT_ROOT"]) if env.get("OSL_CHECKPOINT_ROOT") else None,
+            "java_home": Path(env["JAVA_HOME"]) if env.get("JAVA_HOME") else None,
         }
         for key, name in (("s3_access_key", "OSL_S3_ACCESS_KEY"), ("s3_secret_key", "OSL_S3_SECRET_KEY"), ("bucket", "OSL_BUCKET")):
             if env.get(name):
@@ -121,8 +139,6 @@ class Settings:
             values["backend"] = _backend_kind(str(overrides["backend"]))
         elif env.get("OSL_BACKEND"):
             values["backend"] = _backend_kind(env["OSL_BACKEND"])
-        else:
-            values["backend"] = "compose" if docker_engine_answers() else "local"
         values.update(overrides)
         settings = cls(**values)  # type: ignore[arg-type]
         return replace(settings, state_dir=settings.state_dir.resolve(), cache_dir=settings.cache_dir.resolve())
@@ -145,6 +161,18 @@ class Settings:
     def checkpoint_root(self) -> Path:
         """Streaming checkpoints live on local disk (a shared volume under compose), never in S3."""
         return self.checkpoint_dir or self.state_dir / "checkpoints"
+
+
+def detect_backend(environ: Mapping[str, str] | None = None) -> BackendKind:
+    """``OSL_BACKEND`` if set, else ``compose`` when a Docker engine answers, else ``local``.
+
+    It runs ``docker info`` (up to a few seconds): call it once at the edge, e.g.
+    ``Settings.from_env(backend=detect_backend())``.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("OSL_BACKEND"):
+        return _backend_kind(env["OSL_BACKEND"])
+    return "compose" if docker_engine_answers() else "local"
 
 
 def docker_engine_answers(timeout_s: float = 3.0) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sandbox import artifacts
@@ -92,16 +94,78 @@ def _driver_log_config(settings: Settings) -> Path:
     return config
 
 
-def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | None = None, progress: Progress = say):
-    """A SparkSession on the sandbox cluster (``getOrCreate``: an existing session is reused)."""
+def driver_env(settings: Settings) -> dict[str, str]:
+    """Environment the driver's JVM must be launched with (Spark reads these from the process
+    environment, not from the conf).
 
+    ``PYSPARK_PYTHON``: the interpreter for Python workers, driver-side ones included (the
+    transformWithStateInPandas pre-init worker); it must be the one that has the project.
+    ``SPARK_LOCAL_IP``: the address the driver's web UI binds to; without it Jetty listens on
+    every interface (``*:4040``), whatever ``spark.driver.bindAddress`` says. Under compose
+    (``driver_host`` set) the driver must be reachable from other containers, so it is left out.
+    """
+    env = {"PYSPARK_PYTHON": sys.executable}
+    if not settings.driver_host:
+        env["SPARK_LOCAL_IP"] = settings.host
+    return env
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | None = None, progress: Progress = say):
+    """A SparkSession on the sandbox cluster. A session already running in this process is
+    reused when it was built with the same conf, else this raises SandboxError naming the
+    setting that differs (``getOrCreate`` would silently hand back the old one).
+
+    The variables of :func:`driver_env` are set in ``os.environ`` only while the session is
+    created (that is when PySpark launches the JVM) and restored afterwards. The JVM's own
+    output (its start-up warnings, SLF4J notices, what driver-side Python workers print)
+    goes to :func:`driver_log`, like its log, not to the caller's terminal or notebook.
+    """
+
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    # PySpark takes the interpreter for Python workers (driver-side ones included, such as the
-    # transformWithStateInPandas pre-init worker) from this variable, not from the conf; it
-    # must be the one that has the project installed.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    for key, value in {**spark_conf(settings, progress=progress), **(extra or {})}.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    conf = {**spark_conf(settings, progress=progress), **(extra or {})}
+    active = SparkContext._active_spark_context  # noqa: SLF001 - getOrCreate would hide it
+    if active is not None:
+        _check_same_conf(active.getConf(), conf)
+    with _environment(driver_env(settings)):
+        if SparkContext._gateway is None:  # noqa: SLF001 - the one way to give the JVM an output
+            from pyspark.java_gateway import launch_gateway
+
+            spark_conf_ = SparkConf(loadDefaults=False).setAll(conf.items()).setAppName(app_name)
+            log = driver_log(settings)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as out:
+                gateway = launch_gateway(spark_conf_, popen_kwargs={"stdout": out, "stderr": out})
+            SparkContext._ensure_initialized(gateway=gateway)  # noqa: SLF001
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+
+
+def _check_same_conf(running, wanted: dict[str, str]) -> None:
+    from sandbox.errors import SandboxError
+
+    differ = [(key, running.get(key, None), value) for key, value in wanted.items() if running.get(key, None) != value]
+    if differ:
+        key, have, want = differ[0]
+        raise SandboxError(
+            f"a SparkSession is already running in this process with other settings ({key} is {have!r}, this call "
+            f"wants {want!r}{f', and {len(differ) - 1} more' if len(differ) > 1 else ''}); call spark.stop() on it "
+            f"first, or reuse it instead of asking for a new one"
+        )

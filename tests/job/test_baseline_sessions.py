@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from job.baseline import BaselineConfig, BaselineResult, Sessions
-from job.errors import BaselineError, IntegrityError
+from job.config import ConfigError
+from job.errors import IntegrityError
 from job.session import Record
 from job.verify import check
 from producers.contract import Message, encode
@@ -100,6 +101,6 @@ def test_the_outputs_round_trip_through_parquet_and_still_verify(tmp_path: Path)
 
 
 def test_the_config_refuses_an_unknown_policy_and_builds_the_topic_pattern() -> None:
-    with pytest.raises(BaselineError, match="policy 'lenient' is unknown"):
+    with pytest.raises(ConfigError, match="policy='lenient': choose one of strict, resync, window, none"):
         BaselineConfig(bootstrap="x:1", policy="lenient")  # type: ignore[arg-type]
     assert BaselineConfig(bootstrap="x:1", topic_prefix="it-a.b-").pattern == r"^it\-a\.b\-.*"

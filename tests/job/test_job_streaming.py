@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from job import lake, pipeline
-from job.cli import job_config
+from job.config import job_config
 from job.verify_spark import verify_lake
 from producers.run import new_run_id
 from sandbox.health import wait_for
@@ -95,7 +95,7 @@ def test_killed_driver_restarts_from_checkpoint_without_loss_or_duplicates(sandb
     settings = sandbox.settings
     output = f"s3a://{settings.bucket}/itest/restart-{uuid.uuid4().hex[:8]}"
     checkpoint = tmp_path / "ckpt-restart"
-    argv = [sys.executable, "-m", "job", "run", "--prefix", prefix, "--output", output, "--checkpoint", str(checkpoint),
+    argv = [sys.executable, "-m", "job", "run", "--topic-prefix", prefix, "--output", output, "--checkpoint", str(checkpoint),
             "--trigger", "2 seconds", "--max-offsets-per-trigger", "300"]  # fmt: skip
     env = dict(os.environ)
     first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

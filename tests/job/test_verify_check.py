@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from job.config import ConfigError
+
 from job.errors import IntegrityError, UsageError
 from job.session import QuarantineRecord, Record, RowChange, SessionStatus, step
 from job.verify import Report, check, output_frames
@@ -393,7 +395,7 @@ def test_the_summary_names_the_verdict_the_faults_and_the_first_disallowed_anoma
 
 def test_check_refuses_an_unknown_policy() -> None:
     df = ledger(*BASE)
-    with pytest.raises(UsageError, match="policy 'lenient' is unknown"):
+    with pytest.raises(ConfigError, match="policy='lenient': choose one of"):
         verify(df, [], [], [], policy="lenient")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from sandbox import artifacts
 from sandbox.errors import ArtifactFetchError, PortBusyError, ServiceStartError, ToolMissingError
-from sandbox.local import LocalBackend
+from sandbox.local import SANDBOX_MARK, LocalBackend, sandbox_processes
 from sandbox.settings import Ports, Settings
 
 
@@ -82,3 +83,44 @@ def test_service_exiting_during_start_shows_its_log_tail(tmp_path, monkeypatch):
     backend._start("minio")
     with pytest.raises(ServiceStartError, match=r"(?s)minio exited during start.*FATAL: unable to use the drive"):
         backend._wait_healthy(backend._spec("minio"))
+
+
+def test_down_leaves_a_process_that_only_sits_in_the_state_directory(tmp_path):
+    # a user's shell in <state>/logs: the sandbox did not start it, so `down` must not kill it
+    settings = _settings(tmp_path, offset=46800)
+    logs = settings.state_dir / "logs"
+    logs.mkdir(parents=True)
+    bystander = subprocess.Popen(["sleep", "60"], cwd=logs)
+    try:
+        LocalBackend(settings, progress=lambda _m: None).down()
+        assert bystander.poll() is None, "down killed a process it did not start"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_down_sweeps_a_leftover_the_sandbox_started(tmp_path):
+    # an executor orphaned by a killed worker carries the sandbox's mark in its environment
+    settings = _settings(tmp_path, offset=46800)
+    env = {**os.environ, SANDBOX_MARK: str(settings.state_dir)}
+    leftover = subprocess.Popen(["sleep", "60"], env=env)
+    try:
+        assert [p.pid for p in sandbox_processes(settings)] == [leftover.pid]
+        LocalBackend(settings, progress=lambda _m: None).down()
+        assert leftover.wait(timeout=10) == -9
+    finally:
+        leftover.kill()
+        leftover.wait()
+
+
+def test_smoke_reports_every_failed_proof_instead_of_an_empty_list(tmp_path, monkeypatch):
+    from sandbox import smoke
+
+    def broken(*_a, **_k):
+        raise ConnectionRefusedError("connection refused")
+
+    for name in ("kafka_round_trip", "s3_round_trip", "spark_kafka_to_parquet"):
+        monkeypatch.setattr(smoke, name, broken)
+    proofs = smoke.run_all(_settings(tmp_path), progress=lambda _m: None)
+    assert [(p.name, p.ok) for p in proofs] == [("kafka", False), ("minio", False), ("spark", False)]
+    assert all("ConnectionRefusedError: connection refused" in p.detail for p in proofs)

@@ -1,0 +1,43 @@
+"""Settings read variables and nothing else; what costs time or changes the world happens at the edge."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox import settings as settings_module
+from sandbox.errors import SandboxError
+from sandbox.settings import Settings, detect_backend
+from sandbox.spark import _check_same_conf, driver_env
+
+
+def test_from_env_runs_no_docker_and_defaults_to_local(monkeypatch):
+    def no_docker(*_a, **_k):
+        raise AssertionError("Settings.from_env ran docker info")
+
+    monkeypatch.setattr(settings_module, "docker_engine_answers", no_docker)
+    assert Settings.from_env({"OSL_STATE_DIR": "/tmp/x"}).backend == "local"
+    assert Settings.from_env({"OSL_STATE_DIR": "/tmp/x", "OSL_BACKEND": "compose"}).backend == "compose"
+
+
+def test_backend_detection_is_an_explicit_call(monkeypatch):
+    monkeypatch.setattr(settings_module, "docker_engine_answers", lambda *_a, **_k: True)
+    assert detect_backend({}) == "compose"
+    assert detect_backend({"OSL_BACKEND": "local"}) == "local"
+
+
+def test_java_home_is_read_at_the_edge():
+    assert Settings.from_env({"JAVA_HOME": "/opt/jdk-21"}).java_home.as_posix() == "/opt/jdk-21"
+    assert Settings.from_env({}).java_home is None
+
+
+def test_a_running_session_with_other_conf_is_refused_naming_the_setting():
+    with pytest.raises(SandboxError, match=r"spark.master is 'spark://127.0.0.1:7077', this call wants 'spark://127.0.0.1:17077'.*spark.stop\(\)"):
+        _check_same_conf({"spark.master": "spark://127.0.0.1:7077"}, {"spark.master": "spark://127.0.0.1:17077"})
+    _check_same_conf({"spark.master": "spark://a"}, {"spark.master": "spark://a"})
+
+
+def test_the_driver_ui_binds_to_the_sandbox_host_unless_compose_needs_every_interface(tmp_path):
+    local = Settings(state_dir=tmp_path, cache_dir=tmp_path)
+    assert driver_env(local)["SPARK_LOCAL_IP"] == "127.0.0.1"
+    compose = Settings(state_dir=tmp_path, cache_dir=tmp_path, driver_host="jupyter")
+    assert "SPARK_LOCAL_IP" not in driver_env(compose)
