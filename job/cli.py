@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from job.config import JobConfig, Policy
-from job.errors import JobError
+from job.errors import JobError, UsageError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="transformWithStateInPandas (default) | applyInPandasWithState, to compare")  # fmt: skip
     run.add_argument("--until-drained", action="store_true", help="stop once everything now in Kafka is processed")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="an extra Spark setting; repeatable")
     run.add_argument("--events", type=Path, help="event log for `job watch` (default: <checkpoint>/events.jsonl)")
     run.add_argument("--watch", action="store_true", help="carry the watchdog in this process (see `job watch`)")
     _watch_options(run)
@@ -113,7 +114,13 @@ def _run(args, settings) -> int:
     from sandbox.spark import driver_log, spark_session
 
     print(f"[job] policy={cfg.policy} operator={cfg.operator} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
-    spark = spark_session(settings, cfg.name)
+    extra = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item!r}", "write it as KEY=VALUE, e.g. spark.sql.shuffle.partitions=4")
+        extra[key.strip()] = value
+    spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
     events = (args.events or cfg.checkpoint / "events.jsonl").resolve()
     with contextlib.ExitStack() as stack:
