@@ -34,6 +34,7 @@ __all__ = [
     "committed_files",
     "count_kinds",
     "log_state",
+    "raw_sink_frame",
     "read_commit",
     "read_offsets",
     "sink_data_files",
@@ -226,3 +227,15 @@ def count_kinds(files: Iterable[dict[str, Any]]) -> dict[str, int]:
     for f in files:
         counts[f["kind"]] = counts.get(f["kind"], 0) + 1
     return dict(sorted(counts.items()))
+
+
+def raw_sink_frame(fs, sink_path: str):
+    """Every data file under the sink path read straight from the bucket, committed or not,
+    with the partition columns from the directory names: what a tool that lists the
+    directory instead of following ``_spark_metadata`` would see (a pandas DataFrame)."""
+    import pyarrow.dataset as ds
+
+    files = sink_data_files(fs, sink_path)
+    if not files:
+        return None
+    return ds.dataset(files, filesystem=fs, format="parquet", partitioning="hive", partition_base_dir=_split(sink_path)).to_table().to_pandas()

@@ -282,12 +282,13 @@ def watch_spark(spark, *, event_log: str | Path | None = None, settle_s: float =
 
 def follow_log(path: str | Path, *, until: Callable[[], bool], poll_s: float = 0.5, **kwargs) -> Watchdog:
     """Watch the job that writes the event log ``path`` (from another process) until
-    ``until()`` is true. Past events are replayed silently; pid watching is on."""
+    ``until()`` is true or Ctrl-C. Past events are replayed silently; pid watching is on.
+    Every pending alert is delivered before this returns the stopped watchdog."""
     log = EventLog(path)
     dog = Watchdog(watch_pids=True, **kwargs)
     history, position = log.read_from(0)
     dog.replay(history)
-    with dog:
+    with dog, contextlib.suppress(KeyboardInterrupt):
         while not until():
             events, position = log.read_from(position)
             for event in events:
