@@ -213,6 +213,10 @@ def state_rows(spark, checkpoint: str | Path, *, state_var: str | None = None, b
     """``format("statestore")``: the stored key/value rows of one stateful operator, as of
     ``batch`` (default: the last committed). A ``transformWithState`` operator keeps one
     store per state variable: name it with ``state_var`` (the job's is ``session``)."""
+    # The reader's executors ask the driver's StateStoreCoordinator about the store (Spark
+    # 4.2: auto snapshot repair); that endpoint exists only once the session's streaming
+    # query manager does, so a fresh session (a notebook) must create it first.
+    spark.streams.active  # noqa: B018
     reader = spark.read.format("statestore").option("operatorId", str(operator))
     if state_var is not None:
         reader = reader.option("stateVarName", state_var)
