@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
 
 # job_config lives in job.config; notebook 02 still imports it from here
 from job.config import OPERATORS, TOPIC_PREFIX, JobConfig, Policy, job_config  # noqa: F401
-from job.errors import JobError
+from job.errors import JobError, UsageError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,12 +32,45 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"{' | '.join(OPERATORS)} (default: {JobConfig.operator})")  # fmt: skip
     run.add_argument("--until-drained", action="store_true", help="stop once everything now in Kafka is processed")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="an extra Spark setting; repeatable")
+    run.add_argument("--events", type=Path, help="event log for `job watch` (default: <checkpoint>/events.jsonl)")
+    run.add_argument("--watch", action="store_true", help="carry the watchdog in this process (see `job watch`)")
+    _watch_options(run)
+    watch = sub.add_parser("watch", help="follow a running job's event log; alert on error, stall or lag")
+    watch.add_argument("--events", type=Path, help="the job's event log (default: <checkpoint>/events.jsonl)")
+    watch.add_argument("--checkpoint", type=Path, help="the job's checkpoint dir (default: <state>/checkpoints/job)")
+    watch.add_argument("--topic-prefix", default=TOPIC_PREFIX, help=f"the job's topic prefix, for the lag (default: {TOPIC_PREFIX})")
+    watch.add_argument("--duration", type=float, help="stop watching after this many seconds (default: until interrupted)")
+    _watch_options(watch)
     verify = sub.add_parser("verify", help="compare the lake with the producers' ledger")
     verify.add_argument("--ledger", required=True, help="ledger directory or s3a:// prefix")
     verify.add_argument("--lake", help="lake root (default: s3a://<bucket>/job)")
     verify.add_argument("--policy", default="resync")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
     return parser
+
+
+def _watch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--notify", action="append", metavar="CHANNEL",
+                        help="stderr | jsonl:PATH | webhook:URL; repeat for several (default: stderr)")  # fmt: skip
+    parser.add_argument("--stall-after", type=float, default=120.0, help="seconds without a batch while input waits (default: 120)")
+    parser.add_argument("--lag-threshold", type=int, default=50_000, help="records behind Kafka before a lag alert (default: 50000)")
+    parser.add_argument("--lag-for", type=float, default=0.0, help="seconds the lag must stay above the threshold (default: 0)")
+    parser.add_argument("--lag-every", type=float, default=5.0, help="seconds between Kafka lag samples (default: 5)")
+    parser.add_argument("--webhook-timeout", type=float, default=5.0, help="seconds a webhook may take (default: 5)")
+
+
+def _watchdog_kwargs(args, settings, topic_prefix: str) -> dict:
+    """The Watchdog's settings from the command line (channels, thresholds, Kafka lag source)."""
+    from job.watch import Thresholds, kafka_high_watermarks, parse_channel
+
+    specs = args.notify or ["stderr"]
+    return {
+        "channels": [parse_channel(spec, webhook_timeout_s=args.webhook_timeout) for spec in specs],
+        "thresholds": Thresholds(stall_after_s=args.stall_after, lag_records=args.lag_threshold, lag_for_s=args.lag_for),
+        "high_watermarks": kafka_high_watermarks(settings.endpoints().kafka_bootstrap, topic_prefix),
+        "lag_every_s": args.lag_every,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
         if args.command == "run":
             return _run(args, settings)
+        if args.command == "watch":
+            return _watch(args, settings)
         return _verify(args, settings)
     except (JobError, SandboxError, ProducerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -77,30 +113,57 @@ def _run(args, settings) -> int:
         fail_on_data_loss=not args.no_fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
         operator=args.operator,
     )  # fmt: skip
-    from job import interrupts, pipeline
+    from job import interrupts
     from sandbox.health import require
     from sandbox.spark import driver_log, spark_session
 
     require(settings, "kafka", "minio", "spark")
     print(f"[job] policy={cfg.policy} operator={cfg.operator} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
-    spark = spark_session(settings, cfg.name)
+    extra = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item!r}", "write it as KEY=VALUE, e.g. spark.sql.shuffle.partitions=4")
+        extra[key.strip()] = value
+    spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
-    with interrupts.deferred_interrupts():
-        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-        try:
-            if args.until_drained:
-                pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
-                               progress=lambda m: print(m, file=sys.stderr))  # fmt: skip
-            else:
-                _watch(queries, args.duration)
-        finally:
+    events = (args.events or cfg.checkpoint / "events.jsonl").resolve()
+    with contextlib.ExitStack() as stack:
+        if args.watch:
+            from job.watch import watch_spark
+
+            stack.enter_context(watch_spark(spark, event_log=events, **_watchdog_kwargs(args, settings, cfg.topic_prefix)))
+        else:
+            _log_events(spark, events)
+        print(f"[job] events -> {events} (follow with `python -m job watch --events {events}`)", file=sys.stderr)
+        with interrupts.deferred_interrupts():
+            return _run_queries(args, spark, cfg, settings)
+
+
+def _log_events(spark, path: Path) -> None:
+    from job.watch.events import EventListener, EventLog
+
+    spark.streams.addListener(EventListener.create(EventLog(path).append))
+
+
+def _run_queries(args, spark, cfg, settings) -> int:
+    from job import pipeline
+
+    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+    try:
+        if args.until_drained:
+            pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
+                           progress=lambda m: print(m, file=sys.stderr))  # fmt: skip
+        else:
+            _follow(queries, args.duration)
+    finally:
             for q in queries:
                 q.stop()
             spark.stop()
     return 0
 
 
-def _watch(queries: list, duration: float | None) -> None:
+def _follow(queries: list, duration: float | None) -> None:
     """Print each new batch until ``duration`` is up or a query ends (an available-now run
     ends by itself); a query that failed raises the error a user can act on."""
     from job import interrupts, pipeline
@@ -121,6 +184,20 @@ def _watch(queries: list, duration: float | None) -> None:
         if p and p["batchId"] != last:
             last = p["batchId"]
             print(f"[job] batch {p['batchId']}: {p['numInputRows']} rows, {p.get('processedRowsPerSecond', 0):.0f} rows/s", file=sys.stderr)
+
+
+def _watch(args, settings) -> int:
+    from job.watch import follow_log
+
+    events = args.events or (args.checkpoint or settings.checkpoint_root / "job") / "events.jsonl"
+    kwargs = _watchdog_kwargs(args, settings, args.topic_prefix)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    names = ", ".join(channel.name for channel in kwargs["channels"])
+    print(f"[watch] following {events}; alerts -> {names}; stall after {args.stall_after:g} s, lag over {args.lag_threshold} records",
+          file=sys.stderr)  # fmt: skip
+    dog = follow_log(events, until=lambda: deadline is not None and time.monotonic() >= deadline, **kwargs)
+    print(f"[watch] {len(dog.alerts)} alert(s), {len(dog.failures)} channel failure(s)", file=sys.stderr)
+    return 0
 
 
 def _verify(args, settings) -> int:

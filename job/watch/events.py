@@ -1,0 +1,151 @@
+"""Spark's streaming events turned into the watchdog's events, and an event log on disk.
+
+:class:`EventListener` is a ``StreamingQueryListener``: registered in a job's
+SparkSession it turns every start, progress and termination into a
+:mod:`job.watch.rules` event and hands it to a sink (a :class:`~job.watch.supervisor.Watchdog`
+in the same process, an :class:`EventLog` file for a watchdog in another process, or
+both). ``python -m job run`` always writes the log (``<checkpoint>/events.jsonl``), so
+``python -m job watch`` can follow a job it did not start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from job.watch.rules import BatchCompleted, Event, LagSample, QueryStarted, QueryTerminated, Tick
+
+__all__ = ["EventListener", "EventLog", "batch_from_progress", "event_from_dict", "event_to_dict"]
+
+_TYPES: dict[str, type] = {cls.__name__: cls for cls in (QueryStarted, BatchCompleted, QueryTerminated, LagSample, Tick)}
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """A JSON-ready dict with the event's fields and its ``type``."""
+    return {"type": type(event).__name__, **dataclasses.asdict(event)}
+
+
+def event_from_dict(record: dict[str, Any]) -> Event:
+    """The inverse of :func:`event_to_dict`; unknown types and fields raise ValueError."""
+    fields = dict(record)
+    kind = _TYPES.get(str(fields.pop("type", "")))
+    if kind is None:
+        raise ValueError(f"unknown event type {record.get('type')!r}")
+    return kind(**fields)
+
+
+def _offsets(value: Any) -> dict[str, dict[str, int]]:
+    """A source's endOffset (a JSON string or a dict) as {topic: {partition: offset}}; a
+    source whose offsets are not Kafka-shaped gives {}."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    if not isinstance(value, dict):
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for topic, parts in value.items():
+        if isinstance(parts, dict) and all(isinstance(v, int) for v in parts.values()):
+            out[str(topic)] = {str(p): int(o) for p, o in parts.items()}
+    return out
+
+
+def batch_from_progress(progress: dict[str, Any], *, at: float, query: str | None = None) -> BatchCompleted:
+    """A :class:`BatchCompleted` from a query progress (its JSON as a dict): the end offsets
+    of every Kafka source merged (a query reads one pattern, so topics do not collide)."""
+    ends: dict[str, dict[str, int]] = {}
+    for source in progress.get("sources") or []:
+        for topic, parts in _offsets(source.get("endOffset")).items():
+            ends.setdefault(topic, {}).update(parts)
+    return BatchCompleted(
+        query=query or progress.get("name") or str(progress.get("id")), at=at, batch_id=int(progress["batchId"]),
+        input_rows=int(progress.get("numInputRows") or 0), end_offsets=ends,
+    )  # fmt: skip
+
+
+class EventLog:
+    """An append-only JSON-lines file of events, safe to append from several threads and to
+    follow from another process (:meth:`read_from` returns whole lines only)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def append(self, event: Event) -> None:
+        line = json.dumps(event_to_dict(event), sort_keys=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    def read_from(self, position: int = 0) -> tuple[list[Event], int]:
+        """Events after byte ``position``, and the position after the last whole line."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(position)
+                data = fh.read()
+        except FileNotFoundError:
+            return [], position
+        end = data.rfind(b"\n") + 1
+        events = []
+        for raw in data[:end].splitlines():
+            if raw.strip():
+                try:
+                    events.append(event_from_dict(json.loads(raw)))
+                except (ValueError, TypeError) as exc:
+                    print(f"[watch] {self.path}: skipping a line that is not an event ({exc})", file=sys.stderr)
+        return events, position + end
+
+
+class EventListener:
+    """Build with :meth:`create` (the base class is imported lazily so this module loads
+    without Spark). Every callback converts and forwards; none raises into Spark."""
+
+    @staticmethod
+    def create(sink: Callable[[Event], None] | Iterable[Callable[[Event], None]], *, clock: Callable[[], float] = time.time):
+        """A ``StreamingQueryListener`` feeding ``sink`` (one callable or several)."""
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        sinks = [sink] if callable(sink) else list(sink)
+
+        class _Listener(StreamingQueryListener):
+            def __init__(self) -> None:
+                self.names: dict[str, str] = {}
+                self.pid = os.getpid()
+
+            def _emit(self, event: Event) -> None:
+                for target in sinks:
+                    try:
+                        target(event)
+                    except Exception as exc:  # noqa: BLE001 -- a listener must never fail Spark's bus
+                        print(f"[watch] event sink failed on {type(event).__name__}: {exc}", file=sys.stderr)
+
+            def onQueryStarted(self, event) -> None:
+                name = event.name or str(event.id)
+                self.names[str(event.id)] = name
+                self._emit(QueryStarted(query=name, at=clock(), run_id=str(event.runId), pid=self.pid))
+
+            def onQueryProgress(self, event) -> None:
+                try:
+                    progress = json.loads(event.progress.json)
+                    name = progress.get("name") or self.names.get(str(progress.get("id")))
+                    self._emit(batch_from_progress(progress, at=clock(), query=name))
+                except Exception as exc:  # noqa: BLE001
+                    print(f"[watch] cannot read a progress event: {exc}", file=sys.stderr)
+
+            def onQueryIdle(self, event) -> None:
+                pass  # an idle trigger is neither progress nor a fault
+
+            def onQueryTerminated(self, event) -> None:
+                name = self.names.get(str(event.id), str(event.id))
+                self._emit(QueryTerminated(query=name, at=clock(), error=event.exception))
+
+        return _Listener()
+

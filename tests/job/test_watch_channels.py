@@ -1,0 +1,170 @@
+"""Alert channels against real endpoints (a file, a stream, an HTTP server on 127.0.0.1),
+and the supervisor's threads around the pure rules (no Spark)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import io
+import json
+import threading
+import time
+
+import pytest
+
+from job.errors import UsageError
+from job.watch import (
+    AlertKind,
+    ChannelError,
+    JsonLinesChannel,
+    StderrChannel,
+    Thresholds,
+    Watchdog,
+    WebhookChannel,
+    parse_channel,
+)
+from job.watch.events import EventLog, batch_from_progress, event_from_dict, event_to_dict
+from job.watch.rules import Alert, BatchCompleted, LagSample, QueryStarted, QueryTerminated
+
+ALERT = Alert(kind=AlertKind.LAG, query="q", at=1_700_000_000.0, figures={"lag_records": 1234}, message="1234 records behind")
+
+
+@contextlib.contextmanager
+def http_endpoint(*, status=200, delay_s=0.0):
+    """A real HTTP server on 127.0.0.1 in a thread; yields (url, list of received JSON bodies)."""
+    received: list[dict] = []
+    release = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 -- http.server's naming
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if delay_s:
+                release.wait(delay_s)
+            received.append({"content_type": self.headers["Content-Type"], **json.loads(body)})
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", received
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_webhook_posts_the_alert_as_json():
+    with http_endpoint() as (url, received):
+        WebhookChannel(url).send(ALERT)
+    assert received == [{"content_type": "application/json", **json.loads(json.dumps(ALERT.to_dict()))}]
+
+
+def test_webhook_error_status_is_a_channel_error_naming_the_status():
+    with http_endpoint(status=503) as (url, _), pytest.raises(ChannelError, match="HTTP 503"):
+        WebhookChannel(url).send(ALERT)
+
+
+def test_webhook_that_does_not_answer_in_time_is_a_timeout_error():
+    with http_endpoint(delay_s=5) as (url, _), pytest.raises(ChannelError, match="no answer within 0.3 s"):
+        WebhookChannel(url, timeout_s=0.3).send(ALERT)
+
+
+def test_webhook_refused_connection_is_a_channel_error():
+    with http_endpoint() as (url, _):
+        pass  # the server is gone: the port refuses
+    with pytest.raises(ChannelError, match="cannot connect"):
+        WebhookChannel(url, timeout_s=2).send(ALERT)
+
+
+def test_jsonl_and_stderr_channels_write_one_record_per_alert(tmp_path):
+    path = tmp_path / "alerts" / "a.jsonl"
+    JsonLinesChannel(path).send(ALERT)
+    JsonLinesChannel(path).send(ALERT)
+    assert [json.loads(line)["figures"] for line in path.read_text().splitlines()] == [{"lag_records": 1234}] * 2
+    stream = io.StringIO()
+    StderrChannel(stream).send(ALERT)
+    assert stream.getvalue() == "2023-11-14T22:13:20Z ALERT lag q: 1234 records behind\n"
+
+
+def test_channel_specs_parse_or_say_which_forms_exist(tmp_path):
+    assert isinstance(parse_channel("stderr"), StderrChannel)
+    assert parse_channel(f"jsonl:{tmp_path}/a.jsonl").path == tmp_path / "a.jsonl"
+    assert parse_channel("webhook:http://127.0.0.1:9/x").url == "http://127.0.0.1:9/x"
+    with pytest.raises(UsageError, match="use stderr, jsonl:PATH or webhook:URL"):
+        parse_channel("email:ops@example.org")
+
+
+def test_progress_json_becomes_a_batch_with_merged_kafka_end_offsets():
+    progress = {
+        "name": "q", "batchId": 7, "numInputRows": 42,
+        "sources": [{"endOffset": '{"t1":{"0":10,"1":4}}'}, {"endOffset": {"t2": {"0": 3}}}, {"endOffset": "not json"}],
+    }  # fmt: skip
+    event = batch_from_progress(progress, at=5.0)
+    assert event == BatchCompleted(query="q", at=5.0, batch_id=7, input_rows=42, end_offsets={"t1": {"0": 10, "1": 4}, "t2": {"0": 3}})
+
+
+def test_event_log_round_trips_and_returns_only_whole_lines(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl")
+    events = [QueryStarted(query="q", at=1, run_id="r", pid=42), BatchCompleted(query="q", at=2, batch_id=0, input_rows=1,
+              end_offsets={"t": {"0": 5}}), LagSample(query="q", at=3, failure="down"), QueryTerminated(query="q", at=4, error="x")]  # fmt: skip
+    for event in events:
+        log.append(event)
+    with log.path.open("a") as fh:
+        fh.write('{"type": "QueryTerminated", "query"')  # a line still being written
+    read, position = log.read_from(0)
+    assert read == events and [event_from_dict(event_to_dict(e)) for e in events] == events
+    assert log.read_from(position) == ([], position)
+
+
+class _Broken:
+    name = "broken"
+
+    def send(self, alert):
+        raise RuntimeError("bug in a channel")
+
+
+def test_watchdog_delivers_to_every_channel_and_reports_failures_without_stopping(tmp_path):
+    reports: list[str] = []
+    with http_endpoint(status=500) as (bad_url, _), http_endpoint() as (url, received):
+        dog = Watchdog(channels=[_Broken(), WebhookChannel(bad_url, timeout_s=2), WebhookChannel(url),
+                                 JsonLinesChannel(tmp_path / "a.jsonl")], report=reports.append, tick_s=0.05)  # fmt: skip
+        with dog:
+            dog.feed(QueryStarted(query="q", at=time.time()))
+            dog.feed(QueryTerminated(query="q", at=time.time(), error="boom"))
+            alert = dog.wait_for("error", query="q", timeout_s=5)
+    assert alert.message == "query terminated: boom"
+    assert [r["kind"] for r in received] == ["error"]
+    assert json.loads((tmp_path / "a.jsonl").read_text())["kind"] == "error"
+    assert [f.channel for f in dog.failures] == ["broken", f"webhook:{bad_url}"]
+    assert any("HTTP 500" in line for line in reports)
+
+
+def test_watchdog_samples_lag_and_ticks_into_a_stall_then_a_failing_sampler_keeps_it_alive():
+    highs = {"t": {"0": 500}}
+
+    def sampler():
+        if highs is None:
+            raise ConnectionError("Kafka unreachable")
+        return highs
+
+    dog = Watchdog(thresholds=Thresholds(stall_after_s=0.5, lag_records=100), high_watermarks=sampler,
+                   tick_s=0.05, lag_every_s=0.05, report=lambda _l: None)  # fmt: skip
+    with dog:
+        dog.feed(QueryStarted(query="q", at=time.time()))
+        dog.feed(BatchCompleted(query="q", at=time.time(), batch_id=0, input_rows=1, end_offsets={"t": {"0": 100}}))
+        lag = dog.wait_for("lag", timeout_s=5)
+        stall = dog.wait_for("stall", timeout_s=5)
+        highs = None
+        dog.feed(BatchCompleted(query="q", at=time.time(), batch_id=1, input_rows=400, end_offsets={"t": {"0": 500}}))
+        recovered = dog.wait_for("recovered", timeout_s=5)
+        # the sampler keeps failing from now on; it survives, and the rule hears about it
+        blind = dog.wait_for("stall", after=len(dog.alerts), timeout_s=5)
+    assert lag.figures["lag_records"] == 400 and stall.figures["lag_records"] == 400
+    assert recovered.figures["cleared"] == "stall"
+    assert blind.figures["kafka_failure"] == "Kafka unreachable" and blind.figures["lag_records"] == "unknown"
