@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick up down status bench bench-job clean
+.PHONY: bootstrap demo test test-quick up down status bench bench-job bench-recovery clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -35,6 +35,9 @@ bench: bootstrap
 
 bench-job: bootstrap
 	$(BIN)/python bench/job_bench.py
+
+bench-recovery: bootstrap
+	$(BIN)/python bench/recovery_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
