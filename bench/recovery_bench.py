@@ -178,12 +178,15 @@ class Supervised:
     """A worker subprocess in its own process group, started again whenever it dies
     unexpectedly; :meth:`kill` holds it down until :meth:`restart` (the operator's move)."""
 
-    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+    def __init__(self, name: str, argv: list[str], log: Path, *, max_crashes: int = 3) -> None:
         self.name, self.argv, self.log = name, argv, log
         self.proc: subprocess.Popen | None = None
         self.held = False
         self.done = False
         self.restarts = 0
+        self.crashes = 0
+        self.max_crashes = max_crashes
+        self.failed: str | None = None  # set when it keeps crashing: restarting more would only hide why
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name=f"supervise-{name}", daemon=True)
@@ -230,13 +233,18 @@ class Supervised:
             if proc.returncode == 0:
                 self.done = True
                 return
+            self.crashes += 1
+            if self.crashes > self.max_crashes:
+                self.failed = f"the {self.name} worker crashed {self.crashes} times (last exit code {proc.returncode}); see {self.log}"
+                say(f"  {self.failed}")
+                return
             say(f"  {self.name} exited with code {proc.returncode}; the supervisor starts it again")
             self.restarts += 1
             self.start()
 
     def wait(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
-        while not self.done and time.monotonic() < deadline:
+        while not self.done and self.failed is None and time.monotonic() < deadline:
             time.sleep(0.5)
         return self.done
 
@@ -418,9 +426,9 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     deadline = time.monotonic() + 300
     if system == "job":  # producing before the query is up would bill the application's start to the warm-up
         while not any("batch" in e for e in _read_events(files["events.jsonl"])):
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or worker.failed:
                 worker.stop()
-                raise RuntimeError(f"the job worker made no progress in 300 s; see {files['worker.log']}")
+                raise RuntimeError(worker.failed or f"the job worker made no progress in 300 s; see {files['worker.log']}")
             time.sleep(1.0)
     bootstrap = settings.endpoints().kafka_bootstrap
     sampler = WatermarkSampler(bootstrap, prefix)
@@ -454,7 +462,7 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     highs = sampler.stop()
     worker.stop()
     if not finished:
-        raise RuntimeError(f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
+        raise RuntimeError(worker.failed or f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
     if system == "job":
         verdict = json.loads(files["verdict.json"].read_text())
         visible = sink_visibility(settings, verdict["sessions_path"])
