@@ -474,9 +474,25 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
                      restarts=worker.restarts)  # fmt: skip
 
 
+def busiest_worker(settings) -> str:
+    """The Spark worker running the most executor cores now (ties: the lowest number), from
+    the master's JSON status. After a kill, Spark starts the lost executor on a surviving
+    worker, so a fixed worker may hold no executor at the next failure."""
+    import urllib.request
+    from urllib.parse import urlparse
+
+    with urllib.request.urlopen(settings.endpoints().spark_master_ui + "/json/", timeout=5) as response:
+        status = json.load(response)
+    ports = [urlparse(u).port for u in settings.endpoints().spark_worker_uis]
+    used = {urlparse(w["webuiaddress"]).port: w["coresused"] for w in status["workers"] if w["state"] == "ALIVE"}
+    best = max(range(len(ports)), key=lambda i: (used.get(ports[i], -1), -i))
+    return f"spark-worker-{best + 1}"
+
+
 def inject(system: str, schedule: Schedule, sandbox, worker: Supervised) -> Callable[[], None]:
     """Break the target now; return what brings it back. A Spark target means the
-    baseline's one process when the baseline runs; ``driver`` the job's process."""
+    baseline's one process when the baseline runs; ``driver`` the job's process;
+    ``spark-worker`` the worker that runs most of the job's executors at that moment."""
     own_process = schedule.target in PROCESS_TARGETS or (system == "baseline" and schedule.target.startswith("spark-"))
     if own_process:
         if schedule.action == "kill":
@@ -484,11 +500,14 @@ def inject(system: str, schedule: Schedule, sandbox, worker: Supervised) -> Call
             return worker.restart
         worker.pause()
         return worker.resume
+    service = busiest_worker(sandbox.settings) if schedule.target == "spark-worker" else schedule.target
+    if service != schedule.target:
+        say(f"  the busiest worker is {service}")
     if schedule.action == "kill":
-        sandbox.kill(schedule.target)
-        return lambda: sandbox.restart(schedule.target)
-    sandbox.pause(schedule.target)
-    return lambda: sandbox.resume(schedule.target)
+        sandbox.kill(service)
+        return lambda: sandbox.restart(service)
+    sandbox.pause(service)
+    return lambda: sandbox.resume(service)
 
 
 # ----------------------------------------------------------------------------- report
@@ -602,8 +621,8 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
     sb = open_sandbox(settings)
     say(f"sandbox: {settings.state_dir} (ports +{os.environ.get('OSL_PORT_OFFSET', 0)})")
     sb.up()
-    if schedule.target not in PROCESS_TARGETS and schedule.target not in sb.services():
-        raise SystemExit(f"--target {schedule.target!r}: use driver or one of {', '.join(sb.services())}")
+    if schedule.target not in (*PROCESS_TARGETS, "spark-worker") and schedule.target not in sb.services():
+        raise SystemExit(f"--target {schedule.target!r}: use driver, spark-worker (the busiest) or one of {', '.join(sb.services())}")
     run_id = new_run_id()
     work = out / f"recovery-{run_id}"
     work.mkdir(parents=True, exist_ok=True)
@@ -650,7 +669,8 @@ def main(argv: list[str] | None = None) -> int:
         w.add_argument("--trigger", default="1 second")
         w.add_argument("--visible")
         w.add_argument("--idle", type=float, default=30.0)
-    parser.add_argument("--target", default="spark-worker-1", help="spark-worker-N, driver, kafka (default spark-worker-1)")
+    parser.add_argument("--target", default="spark-worker-1",
+                        help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1)")
     parser.add_argument("--action", choices=ACTIONS, default="kill")
     parser.add_argument("--failures", type=int, default=5)
     parser.add_argument("--interval", type=float, default=60.0, help="seconds between failures (default 60)")
