@@ -103,7 +103,8 @@ class SystemRun:
     highs: pd.DataFrame  # ms, topic, partition, high
     visible: pd.DataFrame  # topic, partition, offset, visible_ms
     verdict: dict = field(default_factory=dict)
-    restarts: int = 0
+    restarts: int = 0  # brought back after a scheduled kill
+    crashes: int = 0  # exited on its own and started again by the supervisor
 
 
 # ----------------------------------------------------------------------------- the series
@@ -239,7 +240,6 @@ class Supervised:
                 say(f"  {self.failed}")
                 return
             say(f"  {self.name} exited with code {proc.returncode}; the supervisor starts it again")
-            self.restarts += 1
             self.start()
 
     def wait(self, timeout_s: float) -> bool:
@@ -263,22 +263,22 @@ class WatermarkSampler(threading.Thread):
         super().__init__(name="watermarks", daemon=True)
         self.bootstrap, self.prefix = bootstrap, prefix
         self.rows: list[tuple[int, str, int, int]] = []
-        self._stop = threading.Event()
+        self._halt = threading.Event()  # not _stop: threading.Thread has a method of that name
 
     def run(self) -> None:
         from job.baseline import end_offsets
 
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             started = time.monotonic()
             try:
                 ms = int(time.time() * 1000)
                 self.rows += [(ms, t, p, h) for (t, p), h in end_offsets(self.bootstrap, self.prefix, timeout_s=2.0).items()]
             except Exception:  # noqa: BLE001 - a down broker is part of the experiment
                 pass
-            self._stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+            self._halt.wait(max(0.0, 1.0 - (time.monotonic() - started)))
 
     def stop(self) -> pd.DataFrame:
-        self._stop.set()
+        self._halt.set()
         self.join(10)
         return pd.DataFrame(self.rows, columns=["ms", "topic", "partition", "high"])
 
@@ -423,6 +423,14 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     worker = Supervised(system, argv, files["worker.log"])
     say(f"{system}: starting the worker (log {files['worker.log']})")
     worker.start()
+    try:
+        return _drive(system, schedule, worker, files, settings=settings, sandbox=sandbox, work=work, prefix=prefix, seed=seed)
+    finally:
+        worker.stop()  # whatever happened, no worker outlives the run
+
+
+def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str, Path], *, settings, sandbox, work: Path,
+           prefix: str, seed: int) -> SystemRun:  # fmt: skip
     deadline = time.monotonic() + 300
     if system == "job":  # producing before the query is up would bill the application's start to the warm-up
         while not any("batch" in e for e in _read_events(files["events.jsonl"])):
@@ -430,8 +438,7 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
                 worker.stop()
                 raise RuntimeError(worker.failed or f"the job worker made no progress in 300 s; see {files['worker.log']}")
             time.sleep(1.0)
-    bootstrap = settings.endpoints().kafka_bootstrap
-    sampler = WatermarkSampler(bootstrap, prefix)
+    sampler = WatermarkSampler(settings.endpoints().kafka_bootstrap, prefix)
     ledger: dict[str, str] = {}
     producer = threading.Thread(
         target=lambda: ledger.update(path=produce(settings, work, prefix, seed=seed, rate=schedule.rate, duration=schedule.duration_s)),
@@ -440,6 +447,25 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     t0_ms = int(time.time() * 1000)
     producer.start()
     sampler.start()
+    try:
+        failures_ms, ledger_path = _schedule(system, schedule, worker, sandbox, producer, ledger, t0_ms)
+        _append(files["stop.json"], {"ledger": ledger_path})
+        say(f"{system}: producers done; draining and verifying")
+        finished = worker.wait(1200)
+    finally:
+        highs = sampler.stop()
+    if not finished:
+        raise RuntimeError(worker.failed or f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
+    verdict = json.loads(files["verdict.json"].read_text())
+    visible = sink_visibility(settings, verdict["sessions_path"]) if system == "job" else _read_visible(files["visible.csv"])
+    return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger_path,
+                     events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
+                     restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
+
+
+def _schedule(system: str, schedule: Schedule, worker: Supervised, sandbox, producer: threading.Thread,
+              ledger: dict[str, str], t0_ms: int) -> tuple[list[int], str]:  # fmt: skip
+    """Inject the failures on time while the producers run; return the failure times and the ledger."""
     say(f"{system}: producing {schedule.rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
         f"{schedule.failures} x {schedule.action} {schedule.target} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
     failures_ms = []
@@ -453,25 +479,8 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
         say(f"  failure {n}: undone at t={(time.time() * 1000 - t0_ms) / 1000:.0f}s")
     producer.join()
     if "path" not in ledger:
-        worker.stop()
-        sampler.stop()
         raise RuntimeError("the producers stopped without a ledger; see the messages above")
-    _append(files["stop.json"], {"ledger": ledger["path"]})
-    say(f"{system}: producers done; draining and verifying")
-    finished = worker.wait(1200)
-    highs = sampler.stop()
-    worker.stop()
-    if not finished:
-        raise RuntimeError(worker.failed or f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
-    if system == "job":
-        verdict = json.loads(files["verdict.json"].read_text())
-        visible = sink_visibility(settings, verdict["sessions_path"])
-    else:
-        verdict = json.loads(files["verdict.json"].read_text())
-        visible = _read_visible(files["visible.csv"])
-    return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger["path"],
-                     events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
-                     restarts=worker.restarts)  # fmt: skip
+    return failures_ms, ledger["path"]
 
 
 def busiest_worker(settings) -> str:
@@ -600,7 +609,7 @@ def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: d
                   f"{imp(f.latency):>11}{fmt_s(f.latency.recovery_time_s):>10}{peak:>10}")  # fmt: skip
     for system, report in reports.items():
         run = runs[system]
-        print(f"  {system}: {report.verdict}; worker restarts {run.restarts}; "
+        print(f"  {system}: {report.verdict}; restarts after kills {run.restarts}, after crashes {run.crashes}; "
               f"verifier: {'clean' if run.verdict.get('ok') else 'NOT CLEAN'} ({run.verdict.get('summary', '').splitlines()[0]})")  # fmt: skip
     if set(SYSTEMS) <= set(reports):
         for metric in ("throughput", "latency"):
@@ -648,7 +657,7 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
         files["recovery_plot"] = png
     summary = {
         "run": run_id, "schedule": asdict(schedule), "trigger": trigger, "seed": seed, "cores": os.cpu_count(),
-        "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts,
+        "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
                         "failures_s": [f.failure_s for f in reports[s].failures]} for s in systems},
         "files": {k: str(v) for k, v in files.items()},
     }  # fmt: skip
