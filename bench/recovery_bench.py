@@ -678,14 +678,15 @@ def main(argv: list[str] | None = None) -> int:
         w.add_argument("--trigger", default="1 second")
         w.add_argument("--visible")
         w.add_argument("--idle", type=float, default=30.0)
-    parser.add_argument("--target", default="spark-worker-1",
+    parser.add_argument("--target", default=Schedule.target,
                         help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1)")
-    parser.add_argument("--action", choices=ACTIONS, default="kill")
-    parser.add_argument("--failures", type=int, default=5)
-    parser.add_argument("--interval", type=float, default=60.0, help="seconds between failures (default 60)")
-    parser.add_argument("--warmup", type=float, default=60.0, help="seconds of producing before the first failure")
-    parser.add_argument("--down", type=float, default=5.0, help="seconds before a killed target is restarted / a paused one resumed")
-    parser.add_argument("--rate", type=float, default=200.0, help="producer messages per second (default 200)")
+    parser.add_argument("--action", choices=ACTIONS, default=Schedule.action)
+    parser.add_argument("--failures", type=int, default=Schedule.failures, help="(default %(default)s)")
+    parser.add_argument("--interval", type=float, default=Schedule.interval_s, help="seconds between failures (default %(default)s)")
+    parser.add_argument("--warmup", type=float, default=Schedule.warmup_s, help="seconds of producing before the first failure")
+    parser.add_argument("--down", type=float, default=Schedule.down_s,
+                        help="seconds before a killed target is restarted / a paused one resumed (default %(default)s)")
+    parser.add_argument("--rate", type=float, default=Schedule.rate, help="producer messages per second (default %(default)s)")
     parser.add_argument("--trigger", default="1 second", help="the job's micro-batch interval")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="job,baseline (default both)")
     parser.add_argument("--smooth", type=int, default=5, help="detector: moving-average window, seconds")
