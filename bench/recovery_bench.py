@@ -583,6 +583,7 @@ def plot_recovery_times(path: Path, reports: dict[str, RecoveryReport]) -> Path 
                        label=system if f.index == 1 else None)  # fmt: skip
         ax.set_title(f"{'p90 latency' if metric == 'latency' else metric} recovery time")
         ax.set_xlabel("failure")
+        ax.set_xticks(range(1, max(len(r.failures) for r in reports.values()) + 1))
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("seconds after the failure")
     axes[0].legend(fontsize="small")
