@@ -59,13 +59,22 @@ os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
 os.environ.setdefault("OSL_PORT_OFFSET", "20000")
 os.environ.setdefault("OSL_BACKEND", "local")
 
-from bench.job_bench import job_config, ledger_ok, produce, record_latencies, say, sink_visibility  # noqa: E402
+from bench.job_bench import (  # noqa: E402
+    job_config,
+    ledger_ok,
+    produce,
+    record_latencies,
+    run_job_backlog,
+    say,
+    sink_visibility,
+)
 from job.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("job", "baseline")
 ACTIONS = ("kill", "pause")
 PROCESS_TARGETS = ("driver",)
+EXECUTOR_MEMORY = "1100m"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,11 +340,21 @@ def job_worker(args) -> int:
     from sandbox.spark import spark_session
 
     events, stop = Path(args.events), Path(args.stop)
+    first = not any(e.get("start") for e in _read_events(events))
     _append(events, {"ms": int(time.time() * 1000), "start": True, "pid": os.getpid()})
     settings = Settings.from_env()
     bootstrap = settings.endpoints().kafka_bootstrap
-    spark = spark_session(settings, "recovery-bench")
+    # A worker has 2 GiB: executors of 1100 MiB fit one per worker, like one pod per node, so
+    # a killed worker's executor comes back on that worker once it restarts instead of
+    # doubling up on the survivor (where the next kill would take both).
+    spark = spark_session(settings, "recovery-bench", extra={"spark.executor.memory": EXECUTOR_MEMORY})
     cfg = job_config(settings, args.name, args.prefix, trigger=args.trigger)
+    if first:
+        # The first stateful batch of a fresh application starts Python workers and state
+        # stores (tens of seconds on 2 cores); prime them on other topics, outside the series.
+        prime = "prime-" + args.prefix
+        ledger = produce(settings, events.parent, prime, seed=1, messages=400)
+        run_job_backlog(spark, settings, cfg.operator, prime, ledger, max_offsets=5000, tag=f"{args.name}-prime", verify=False)
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
     seen: set[int] = set()
 
