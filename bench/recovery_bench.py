@@ -555,7 +555,9 @@ def plot_series(path: Path, tables: dict[str, pd.DataFrame], reports: dict[str, 
     for col, (system, table) in enumerate(tables.items()):
         ax = axes[:, col]
         ax[0].plot(table["t"], table["input_rate"], color="0.6", lw=1, label="input")
-        ax[0].plot(table["t"], table["processed_rate"].rolling(5, min_periods=1).mean(), lw=1.2, label="processed (5 s avg)")
+        smooth = reports[system].config.smooth_s  # what the detector compared
+        ax[0].plot(table["t"], table["processed_rate"].rolling(smooth, min_periods=1).mean(), lw=1.2,
+                   label=f"processed ({smooth} s avg)")  # fmt: skip
         ax[0].set_ylabel("records/s")
         ax[0].set_title(system)
         ax[1].plot(table["t"], table["latency_p90_ms"] / 1000, lw=1.2, label="p90")
