@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick up down status bench bench-job bench-session lock clean
+.PHONY: bootstrap demo test test-quick up down status bench bench-job bench-session bench-recovery lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -41,6 +41,9 @@ bench-session: bootstrap
 
 lock:
 	PYTHON=$(PYTHON) bash scripts/lock.sh
+
+bench-recovery: bootstrap
+	$(BIN)/python bench/recovery_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -262,12 +262,19 @@ def sink_visibility(settings, sessions_path: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def latencies(name: str, ledger: pd.DataFrame, visible: pd.DataFrame) -> Latency:
-    """Per record: the earliest moment one of its outputs was visible, minus its event time."""
+def record_latencies(ledger: pd.DataFrame, visible: pd.DataFrame) -> pd.DataFrame:
+    """The ledger's records that have a visible output, with ``visible_ms`` (the earliest
+    moment one of their outputs was visible) and ``latency_ms`` (that minus the event time ``ts``)."""
     visible = visible.astype({"partition": "int64", "offset": "int64", "visible_ms": "int64"})
     first = visible.groupby(["topic", "partition", "offset"], as_index=False)["visible_ms"].min()
     joined = ledger.merge(first, on=["topic", "partition", "offset"], how="inner")
-    values = (joined["visible_ms"] - joined["ts"]).to_numpy(dtype=float)
+    joined["latency_ms"] = (joined["visible_ms"] - joined["ts"]).astype(float)
+    return joined
+
+
+def latencies(name: str, ledger: pd.DataFrame, visible: pd.DataFrame) -> Latency:
+    """Per record: the earliest moment one of its outputs was visible, minus its event time."""
+    values = record_latencies(ledger, visible)["latency_ms"].to_numpy(dtype=float)
     if len(values) == 0:
         raise RuntimeError(f"{name}: no record of the ledger has a visible output; nothing to measure")
     p50, p90, p99 = np.percentile(values, [50, 90, 99])

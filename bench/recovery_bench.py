@@ -1,0 +1,743 @@
+"""Recovery benchmark: recurrent failures while producers send at a constant rate, the job next to the baseline.
+
+After the fault-recovery study in ``002_4dc09791356e2623.txt``: a warm-up, then
+``--failures`` failures every ``--interval`` seconds, each one a ``--action`` (kill or
+pause) of ``--target``; a killed target is brought back ``--down`` seconds later as an
+operator would (``sandbox restart``, or the supervisor starting the process again), a
+paused one resumed. Producers run at ``--rate`` msg/s throughout (no data faults, fixed
+seed). Per second it records, for each system:
+
+  input_rate       records produced that second (the ledger's event time ``ts``)
+  processed_rate   records the system committed that second (the job: query progress,
+                   at batch start + trigger duration; the baseline: its micro-batches)
+  latency p50/p90  of the records produced that second: output visible - event time, as
+                   bench/job_bench.py defines "visible" (the job: the ``_spark_metadata``
+                   entry listing the file; the baseline: its batch kept in memory)
+  lag              per partition: the broker's high watermark (sampled every second)
+                   minus the offset the system had committed then; ``lag`` is the sum
+
+and hands the series to the detector (:func:`job.recovery.detect`): recovery time per
+failure for throughput and p90 latency, the lag peak, and whether the run was stable.
+
+The job runs in a supervised subprocess (so ``--target driver`` kills a real driver,
+which restarts from its checkpoint); the baseline (job/baseline.py) too: it keeps no
+checkpoint, so a restarted baseline reads every topic again from the earliest offset.
+For the baseline, a Spark target (``spark-worker-N``, ``driver``) means its one process;
+``kafka`` means the broker for both. The two systems run one after the other on fresh
+topics with the same seed and the same schedule. After each run the outputs are
+verified against the ledger (the job's lake with job/verify.py through Spark).
+
+    .venv/bin/python bench/recovery_bench.py          # 5 kills of spark-worker-1, 60 s apart: ~20 min
+    .venv/bin/python bench/recovery_bench.py --failures 2 --interval 30 --warmup 40 --rate 100   # a quick look
+
+It uses the sandbox of ``OSL_STATE_DIR`` / ``OSL_PORT_OFFSET`` (default ``.sandbox-bench``,
+ports +20000), starts it if needed and leaves it running. Results go to
+``bench/results/recovery-<run>.{csv,json}``, ``-lag.csv`` and ``-*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
+os.environ.setdefault("OSL_PORT_OFFSET", "20000")
+os.environ.setdefault("OSL_BACKEND", "local")
+
+from bench.job_bench import (  # noqa: E402
+    job_config,
+    ledger_ok,
+    produce,
+    record_latencies,
+    run_job_backlog,
+    say,
+    sink_visibility,
+)
+from job.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+SYSTEMS = ("job", "baseline")
+ACTIONS = ("kill", "pause")
+PROCESS_TARGETS = ("driver",)
+EXECUTOR_MEMORY = "1100m"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """When and what to break: ``failures`` times ``action`` of ``target``, the first after
+    ``warmup_s``, then every ``interval_s``; each is undone ``down_s`` later. Producers
+    run for ``warmup_s + failures * interval_s`` seconds at ``rate`` msg/s."""
+
+    target: str = "spark-worker-1"
+    action: str = "kill"
+    failures: int = 5
+    interval_s: float = 60.0
+    warmup_s: float = 60.0
+    down_s: float = 5.0
+    rate: float = 200.0
+
+    @property
+    def duration_s(self) -> float:
+        return self.warmup_s + self.failures * self.interval_s
+
+    def times(self) -> list[float]:
+        """Failure times in seconds after the producers started."""
+        return [self.warmup_s + i * self.interval_s for i in range(self.failures)]
+
+
+@dataclass
+class SystemRun:
+    """What one system's run left behind: the raw observations, on wall-clock milliseconds."""
+
+    system: str
+    t0_ms: int
+    failures_ms: list[int]
+    ledger: str
+    events: list[dict]  # processed batches (and process starts) from the worker
+    highs: pd.DataFrame  # ms, topic, partition, high
+    visible: pd.DataFrame  # topic, partition, offset, visible_ms
+    verdict: dict = field(default_factory=dict)
+    restarts: int = 0  # brought back after a scheduled kill
+    crashes: int = 0  # exited on its own and started again by the supervisor
+
+
+# ----------------------------------------------------------------------------- the series
+
+
+def per_second(run: SystemRun, duration_s: float, ledger: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tidy tables of one run: one row per second, and one per second and partition (lag).
+
+    ``t`` counts seconds from the producers' start; rows cover ``[0, duration_s)``.
+    ``ledger`` is the run's ledger as ``bench.job_bench.ledger_ok`` returns it (read from
+    ``run.ledger`` when not given).
+    """
+    seconds = np.arange(int(duration_s))
+    sec = lambda ms: np.floor((np.asarray(ms, dtype=float) - run.t0_ms) / 1000).astype(int)  # noqa: E731
+    table = pd.DataFrame({"system": run.system, "t": seconds})
+
+    ledger = ledger_ok(run.ledger) if ledger is None else ledger
+    table["input_rate"] = pd.Series(sec(ledger["ts"])).value_counts().reindex(seconds, fill_value=0).to_numpy()
+
+    batches = [e for e in run.events if "rows" in e]
+    processed = pd.Series([e["rows"] for e in batches], index=sec([e["ms"] for e in batches]) if batches else [])
+    table["processed_rate"] = processed.groupby(level=0).sum().reindex(seconds, fill_value=0).to_numpy()
+
+    lat = record_latencies(ledger, run.visible)
+    lat["t"] = sec(lat["ts"])
+    grouped = lat.groupby("t")["latency_ms"]
+    for q in (50, 90):
+        table[f"latency_p{q}_ms"] = grouped.quantile(q / 100).reindex(seconds).to_numpy()
+
+    lag = lag_table(run)
+    lag = lag[(lag["t"] >= 0) & (lag["t"] < len(seconds))]
+    total = lag.groupby("t")["lag"].sum(min_count=1)
+    table["lag"] = total.reindex(seconds).to_numpy()
+    return table, lag
+
+
+def lag_table(run: SystemRun) -> pd.DataFrame:
+    """Per watermark sample and partition: high watermark, committed offset, lag; the last
+    sample of each second is kept. A worker start with ``reset`` (the baseline) drops what
+    it had committed: it reads from the earliest offset again."""
+    rows = []
+    committed: dict[tuple[str, int], int] = {}
+    events = sorted(run.events, key=lambda e: e["ms"])
+    i = 0
+    highs = run.highs.sort_values("ms")
+    for sample in highs.itertuples(index=False):
+        while i < len(events) and events[i]["ms"] <= sample.ms:
+            e = events[i]
+            if e.get("reset"):
+                committed.clear()
+            for topic, parts in (e.get("offsets") or {}).items():
+                for p, off in parts.items():
+                    committed[(topic, int(p))] = max(committed.get((topic, int(p)), 0), int(off))
+            i += 1
+        done = committed.get((sample.topic, int(sample.partition)), 0)
+        rows.append((sample.ms, sample.topic, int(sample.partition), int(sample.high), done, max(0, int(sample.high) - done)))
+    frame = pd.DataFrame(rows, columns=["ms", "topic", "partition", "high", "committed", "lag"])
+    frame.insert(0, "system", run.system)
+    frame["t"] = np.floor((frame["ms"] - run.t0_ms) / 1000).astype(int)
+    return frame.groupby(["t", "topic", "partition"], as_index=False).last()
+
+
+def analyse(table: pd.DataFrame, failure_s: list[float], config: DetectorConfig) -> RecoveryReport:
+    """The detector on one system's per-second table."""
+    return detect(table, failure_s, time="t", throughput="processed_rate", latency="latency_p90_ms", lag="lag", config=config)
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+class Supervised:
+    """A worker subprocess in its own process group, started again whenever it dies
+    unexpectedly; :meth:`kill` holds it down until :meth:`restart` (the operator's move)."""
+
+    def __init__(self, name: str, argv: list[str], log: Path, *, max_crashes: int = 3) -> None:
+        self.name, self.argv, self.log = name, argv, log
+        self.proc: subprocess.Popen | None = None
+        self.held = False
+        self.done = False
+        self.restarts = 0
+        self.crashes = 0
+        self.max_crashes = max_crashes
+        self.failed: str | None = None  # set when it keeps crashing: restarting more would only hide why
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"supervise-{name}", daemon=True)
+
+    def start(self) -> None:
+        with self._lock:
+            with self.log.open("ab") as out:
+                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             start_new_session=True, cwd=ROOT)  # fmt: skip
+        if not self._thread.is_alive():
+            self._thread.start()
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)  # the worker and its JVM
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        with self._lock:
+            self.held = True
+            self._signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(30)
+
+    def restart(self) -> None:
+        self.restarts += 1
+        self.start()
+        self.held = False
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._lock:
+                proc = self.proc
+            if proc is None or proc.poll() is None or self.held:
+                continue
+            if proc.returncode == 0:
+                self.done = True
+                return
+            self.crashes += 1
+            if self.crashes > self.max_crashes:
+                self.failed = f"the {self.name} worker crashed {self.crashes} times (last exit code {proc.returncode}); see {self.log}"
+                say(f"  {self.failed}")
+                return
+            say(f"  {self.name} exited with code {proc.returncode}; the supervisor starts it again")
+            self.start()
+
+    def wait(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not self.done and self.failed is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return self.done
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.held = True
+        self._signal(signal.SIGCONT)
+        self._signal(signal.SIGKILL)
+
+
+class WatermarkSampler(threading.Thread):
+    """Samples every partition's high watermark once a second (a failed sample is skipped:
+    the broker may be the one that is down)."""
+
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        super().__init__(name="watermarks", daemon=True)
+        self.bootstrap, self.prefix = bootstrap, prefix
+        self.rows: list[tuple[int, str, int, int]] = []
+        self._halt = threading.Event()  # not _stop: threading.Thread has a method of that name
+
+    def run(self) -> None:
+        from job.baseline import end_offsets
+
+        while not self._halt.is_set():
+            started = time.monotonic()
+            try:
+                ms = int(time.time() * 1000)
+                self.rows += [(ms, t, p, h) for (t, p), h in end_offsets(self.bootstrap, self.prefix, timeout_s=2.0).items()]
+            except Exception:  # noqa: BLE001 - a down broker is part of the experiment
+                pass
+            self._halt.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+
+    def stop(self) -> pd.DataFrame:
+        self._halt.set()
+        self.join(10)
+        return pd.DataFrame(self.rows, columns=["ms", "topic", "partition", "high"])
+
+
+def _append(path: Path, entry: dict) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(entry) + "\n")
+        fh.flush()
+
+
+def _read_events(path: Path) -> list[dict]:
+    """The worker's log lines; a line cut short by a SIGKILL is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _read_visible(path: Path) -> pd.DataFrame:
+    """The baseline's (topic, partition, offset, visible_ms) lines; a line cut short by a SIGKILL is dropped."""
+    frame = pd.read_csv(path, names=["topic", "partition", "offset", "visible_ms"], on_bad_lines="skip")
+    for col in ("partition", "offset", "visible_ms"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    frame = frame.dropna()
+    return frame[frame["visible_ms"] >= 1e12].astype({"partition": "int64", "offset": "int64", "visible_ms": "int64"})
+
+
+def _stop_request(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------- workers
+
+
+def job_worker(args) -> int:
+    """The job in its own process: starts (or resumes from its checkpoint), logs every
+    committed batch to ``--events``, and once ``--stop`` names the ledger, drains, verifies
+    the lake and writes the verdict to ``--verdict``."""
+    from job import pipeline
+    from job.verify_spark import verify_lake
+    from sandbox import Settings
+    from sandbox.spark import spark_session
+
+    events, stop = Path(args.events), Path(args.stop)
+    first = not any(e.get("start") for e in _read_events(events))
+    _append(events, {"ms": int(time.time() * 1000), "start": True, "pid": os.getpid()})
+    settings = Settings.from_env()
+    bootstrap = settings.endpoints().kafka_bootstrap
+    # A worker has 2 GiB: executors of 1100 MiB fit one per worker, like one pod per node, so
+    # a killed worker's executor comes back on that worker once it restarts instead of
+    # doubling up on the survivor (where the next kill would take both).
+    spark = spark_session(settings, "recovery-bench", extra={"spark.executor.memory": EXECUTOR_MEMORY})
+    cfg = job_config(settings, args.name, args.prefix, trigger=args.trigger)
+    if first:
+        # The first stateful batch of a fresh application starts Python workers and state
+        # stores (tens of seconds on 2 cores); prime them on other topics, outside the series.
+        prime = "prime-" + args.prefix
+        ledger = produce(settings, events.parent, prime, seed=1, messages=400)
+        run_job_backlog(spark, settings, cfg.operator, prime, ledger, max_offsets=5000, tag=f"{args.name}-prime", verify=False)
+    queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
+    seen: set[int] = set()
+
+    def record() -> None:
+        for p in queries[0].recentProgress:
+            if p["batchId"] in seen:
+                continue
+            seen.add(p["batchId"])
+            started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
+            end = (p["sources"] or [{}])[0].get("endOffset")
+            end = json.loads(end) if isinstance(end, str) else end
+            _append(events, {"ms": int(started + p["durationMs"].get("triggerExecution", 0)), "batch": p["batchId"],
+                             "rows": int(p["numInputRows"]), "offsets": end or {}})  # fmt: skip
+
+    while (request := _stop_request(stop)) is None:
+        if queries[0].exception() is not None:
+            print(f"job worker: the query failed: {queries[0].exception()}", file=sys.stderr)
+            return 1
+        record()
+        queries[0].awaitTermination(0.25)
+    pipeline.drain(queries, bootstrap=bootstrap, topic_prefix=args.prefix, timeout_s=900, progress=print)
+    record()
+    report = verify_lake(settings, ledger=request["ledger"], lake=cfg.output, policy=cfg.policy, spark=spark)
+    Path(args.verdict).write_text(json.dumps({"ok": bool(report.ok), "summary": report.summary(),
+                                              "sessions_path": cfg.sessions_path}))  # fmt: skip
+    spark.stop()
+    return 0
+
+
+def baseline_worker(args) -> int:
+    """The baseline in its own process: reads from the earliest offset (it keeps no
+    checkpoint), logs every batch and when its records became visible; after ``--idle``
+    seconds without a record once ``--stop`` names the ledger, verifies its outputs."""
+    from job.baseline import BaselineConfig, run_baseline
+    from job.verify import check
+    from producers.ledger import read_ledger
+    from sandbox import Settings
+
+    events, stop, visible = Path(args.events), Path(args.stop), Path(args.visible)
+    _append(events, {"ms": int(time.time() * 1000), "start": True, "reset": True, "pid": os.getpid()})
+    settings = Settings.from_env()
+
+    def on_batch(records) -> None:
+        now = int(time.time() * 1000)
+        offsets: dict[str, dict[str, int]] = {}
+        lines = []
+        for r in records:
+            lines.append(f"{r.topic},{r.partition},{r.offset},{now}\n")
+            part = offsets.setdefault(r.topic, {})
+            part[str(r.partition)] = max(part.get(str(r.partition), 0), r.offset + 1)
+        with visible.open("a") as fh:  # one write per batch: a kill cuts at most its last line
+            fh.write("".join(lines))
+        _append(events, {"ms": now, "rows": len(records), "offsets": offsets})
+
+    while True:
+        config = BaselineConfig(bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=args.prefix, idle_s=args.idle)
+        result = run_baseline(config, on_batch=on_batch)
+        request = _stop_request(stop)
+        if request is not None:
+            break
+        # idle before the producers finished (a long broker outage): keep consuming, from scratch
+        _append(events, {"ms": int(time.time() * 1000), "start": True, "reset": True, "pid": os.getpid()})
+    report = check(read_ledger(request["ledger"]), result.rows, result.quarantine, result.sessions, policy="resync")
+    Path(args.verdict).write_text(json.dumps({"ok": bool(report.ok), "summary": report.summary()}))
+    return 0
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path, prefix: str, seed: int,
+               trigger: str, idle_s: float) -> SystemRun:  # fmt: skip
+    """Start ``system``'s worker, produce for the schedule's duration while failures are
+    injected, stop the worker, and collect the observations."""
+    files = {k: work / f"{system}-{k}" for k in ("events.jsonl", "stop.json", "verdict.json", "visible.csv", "worker.log")}
+    for path in files.values():
+        path.unlink(missing_ok=True)
+    script = str(Path(__file__).resolve())
+    common = ["--prefix", prefix, "--events", str(files["events.jsonl"]), "--stop", str(files["stop.json"]),
+              "--verdict", str(files["verdict.json"])]  # fmt: skip
+    if system == "job":
+        argv = [sys.executable, script, "job-worker", *common, "--name", f"recovery-{prefix.strip('-')}", "--trigger", trigger]
+    else:
+        argv = [sys.executable, script, "baseline-worker", *common, "--visible", str(files["visible.csv"]), "--idle", str(idle_s)]
+    worker = Supervised(system, argv, files["worker.log"])
+    say(f"{system}: starting the worker (log {files['worker.log']})")
+    worker.start()
+    try:
+        return _drive(system, schedule, worker, files, settings=settings, sandbox=sandbox, work=work, prefix=prefix, seed=seed)
+    finally:
+        worker.stop()  # whatever happened, no worker outlives the run
+
+
+def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str, Path], *, settings, sandbox, work: Path,
+           prefix: str, seed: int) -> SystemRun:  # fmt: skip
+    deadline = time.monotonic() + 300
+    if system == "job":  # producing before the query is up would bill the application's start to the warm-up
+        while not any("batch" in e for e in _read_events(files["events.jsonl"])):
+            if time.monotonic() > deadline or worker.failed:
+                worker.stop()
+                raise RuntimeError(worker.failed or f"the job worker made no progress in 300 s; see {files['worker.log']}")
+            time.sleep(1.0)
+    sampler = WatermarkSampler(settings.endpoints().kafka_bootstrap, prefix)
+    ledger: dict[str, str] = {}
+    producer = threading.Thread(
+        target=lambda: ledger.update(path=produce(settings, work, prefix, seed=seed, rate=schedule.rate, duration=schedule.duration_s)),
+        name="producers", daemon=True,
+    )  # fmt: skip
+    t0_ms = int(time.time() * 1000)
+    producer.start()
+    sampler.start()
+    try:
+        failures_ms, ledger_path = _schedule(system, schedule, worker, sandbox, producer, ledger, t0_ms)
+        _append(files["stop.json"], {"ledger": ledger_path})
+        say(f"{system}: producers done; draining and verifying")
+        finished = worker.wait(1200)
+    finally:
+        highs = sampler.stop()
+    if not finished:
+        raise RuntimeError(worker.failed or f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
+    verdict = json.loads(files["verdict.json"].read_text())
+    visible = sink_visibility(settings, verdict["sessions_path"]) if system == "job" else _read_visible(files["visible.csv"])
+    return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger_path,
+                     events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
+                     restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
+
+
+def _schedule(system: str, schedule: Schedule, worker: Supervised, sandbox, producer: threading.Thread,
+              ledger: dict[str, str], t0_ms: int) -> tuple[list[int], str]:  # fmt: skip
+    """Inject the failures on time while the producers run; return the failure times and the ledger."""
+    say(f"{system}: producing {schedule.rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
+        f"{schedule.failures} x {schedule.action} {schedule.target} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
+    failures_ms = []
+    for n, at in enumerate(schedule.times(), 1):
+        time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
+        failures_ms.append(int(time.time() * 1000))
+        undo = inject(system, schedule, sandbox, worker)
+        say(f"  failure {n}: {schedule.action} {schedule.target} at t={(failures_ms[-1] - t0_ms) / 1000:.0f}s")
+        time.sleep(schedule.down_s)
+        undo()
+        say(f"  failure {n}: undone at t={(time.time() * 1000 - t0_ms) / 1000:.0f}s")
+    producer.join()
+    if "path" not in ledger:
+        raise RuntimeError("the producers stopped without a ledger; see the messages above")
+    return failures_ms, ledger["path"]
+
+
+def busiest_worker(settings) -> str:
+    """The Spark worker running the most executor cores now (ties: the lowest number), from
+    the master's JSON status. After a kill, Spark starts the lost executor on a surviving
+    worker, so a fixed worker may hold no executor at the next failure."""
+    import urllib.request
+    from urllib.parse import urlparse
+
+    with urllib.request.urlopen(settings.endpoints().spark_master_ui + "/json/", timeout=5) as response:
+        status = json.load(response)
+    ports = [urlparse(u).port for u in settings.endpoints().spark_worker_uis]
+    used = {urlparse(w["webuiaddress"]).port: w["coresused"] for w in status["workers"] if w["state"] == "ALIVE"}
+    best = max(range(len(ports)), key=lambda i: (used.get(ports[i], -1), -i))
+    return f"spark-worker-{best + 1}"
+
+
+def inject(system: str, schedule: Schedule, sandbox, worker: Supervised) -> Callable[[], None]:
+    """Break the target now; return what brings it back. A Spark target means the
+    baseline's one process when the baseline runs; ``driver`` the job's process;
+    ``spark-worker`` the worker that runs most of the job's executors at that moment."""
+    own_process = schedule.target in PROCESS_TARGETS or (system == "baseline" and schedule.target.startswith("spark-"))
+    if own_process:
+        if schedule.action == "kill":
+            worker.kill()
+            return worker.restart
+        worker.pause()
+        return worker.resume
+    service = busiest_worker(sandbox.settings) if schedule.target == "spark-worker" else schedule.target
+    if service != schedule.target:
+        say(f"  the busiest worker is {service}")
+    if schedule.action == "kill":
+        sandbox.kill(service)
+        return lambda: sandbox.restart(service)
+    sandbox.pause(service)
+    return lambda: sandbox.resume(service)
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def plot_series(path: Path, tables: dict[str, pd.DataFrame], reports: dict[str, RecoveryReport]) -> Path | None:
+    """Throughput, p90 latency and lag against time, one column per system, failures in red,
+    detected recoveries (throughput) as green dotted lines."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(3, len(tables), figsize=(6 * len(tables), 8), sharex=True, squeeze=False)
+    for col, (system, table) in enumerate(tables.items()):
+        ax = axes[:, col]
+        ax[0].plot(table["t"], table["input_rate"], color="0.6", lw=1, label="input")
+        smooth = reports[system].config.smooth_s  # what the detector compared
+        ax[0].plot(table["t"], table["processed_rate"].rolling(smooth, min_periods=1).mean(), lw=1.2,
+                   label=f"processed ({smooth} s avg)")  # fmt: skip
+        ax[0].set_ylabel("records/s")
+        ax[0].set_title(system)
+        ax[1].plot(table["t"], table["latency_p90_ms"] / 1000, lw=1.2, label="p90")
+        ax[1].plot(table["t"], table["latency_p50_ms"] / 1000, lw=1, color="0.5", label="p50")
+        ax[1].set_ylabel("latency (s)")
+        ax[2].plot(table["t"], table["lag"], lw=1.2)
+        ax[2].set_ylabel("consumer lag (records)")
+        ax[2].set_xlabel("seconds since producers started")
+        for a in ax:
+            for f in reports[system].failures:
+                a.axvline(f.failure_s, color="red", lw=1)
+            a.grid(alpha=0.3)
+        for f in reports[system].failures:
+            for a, m in ((ax[0], f.throughput), (ax[1], f.latency)):
+                if m.recovery_s is not None:
+                    a.axvline(m.recovery_s, color="green", lw=1, ls=":")
+        ax[0].legend(fontsize="small")
+        ax[1].legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_recovery_times(path: Path, reports: dict[str, RecoveryReport]) -> Path | None:
+    """Recovery time per failure, throughput and p90 latency, systems side by side (a
+    failure that never recovered is drawn as a hatched bar up to the next failure)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    width = 0.8 / len(reports)
+    for ax, metric in zip(axes, ("throughput", "latency")):
+        for k, (system, report) in enumerate(reports.items()):
+            xs = np.arange(1, len(report.failures) + 1) + (k - (len(reports) - 1) / 2) * width
+            for x, f in zip(xs, report.failures):
+                m = getattr(f, metric)
+                height = m.recovery_time_s if m.recovered else f.horizon_s - f.failure_s
+                ax.bar(x, height, width, color=f"C{k}", hatch=None if m.recovered else "//",
+                       label=system if f.index == 1 else None)  # fmt: skip
+        ax.set_title(f"{'p90 latency' if metric == 'latency' else metric} recovery time")
+        ax.set_xlabel("failure")
+        ax.set_xticks(range(1, max(len(r.failures) for r in reports.values()) + 1))
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("seconds after the failure")
+    axes[0].legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def fmt_s(value: float | None) -> str:
+    return "never" if value is None else f"{value:.0f}s"
+
+
+def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: dict[str, SystemRun]) -> None:
+    print(f"\nrecovery benchmark: {schedule.failures} x {schedule.action} {schedule.target} every "
+          f"{schedule.interval_s:.0f}s (back after {schedule.down_s:.0f}s), {schedule.rate:.0f} msg/s, "
+          f"warm-up {schedule.warmup_s:.0f}s")  # fmt: skip
+    print(f"  {'':<10}{'failure':>8}{'at':>6}{'thr impact':>11}{'thr recov':>10}{'p90 impact':>11}{'p90 recov':>10}{'lag peak':>10}")
+    for system, report in reports.items():
+        for f in report.failures:
+            imp = lambda m: "-" if m.impact_s is None else f"+{m.impact_s - f.failure_s:.0f}s"  # noqa: E731
+            peak = "-" if f.lag_peak is None else f"{f.lag_peak:.0f}"
+            print(f"  {system:<10}{f.index:>8}{f.failure_s:>5.0f}s{imp(f.throughput):>11}{fmt_s(f.throughput.recovery_time_s):>10}"
+                  f"{imp(f.latency):>11}{fmt_s(f.latency.recovery_time_s):>10}{peak:>10}")  # fmt: skip
+    for system, report in reports.items():
+        run = runs[system]
+        print(f"  {system}: {report.verdict}; restarts after kills {run.restarts}, after crashes {run.crashes}; "
+              f"verifier: {'clean' if run.verdict.get('ok') else 'NOT CLEAN'} ({run.verdict.get('summary', '').splitlines()[0]})")  # fmt: skip
+    if set(SYSTEMS) <= set(reports):
+        for metric in ("throughput", "latency"):
+            med = {s: np.median([t for t in reports[s].recovery_times(metric) if t is not None] or [np.nan]) for s in SYSTEMS}
+            print(f"  median {metric} recovery: job {med['job']:.0f}s, baseline {med['baseline']:.0f}s "
+                  f"(job/baseline {med['job'] / med['baseline'] if med['baseline'] else float('nan'):.2f}x)")  # fmt: skip
+
+
+def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: str = "1 second", seed: int = 21,
+          detector: DetectorConfig | None = None, idle_s: float | None = None, out: Path = RESULTS) -> dict:  # fmt: skip
+    """Run the schedule on each system, write the tables, plots and summary; return the summary
+    (with ``reports``: the detector's :class:`~job.recovery.RecoveryReport` per system and
+    ``tables``: the per-second tables)."""
+    from producers.run import new_run_id
+    from sandbox import Settings, open_sandbox
+
+    settings = Settings.from_env()
+    sb = open_sandbox(settings)
+    say(f"sandbox: {settings.state_dir} (ports +{os.environ.get('OSL_PORT_OFFSET', 0)})")
+    sb.up()
+    if schedule.target not in (*PROCESS_TARGETS, "spark-worker") and schedule.target not in sb.services():
+        raise SystemExit(f"--target {schedule.target!r}: use driver, spark-worker (the busiest) or one of {', '.join(sb.services())}")
+    run_id = new_run_id()
+    work = out / f"recovery-{run_id}"
+    work.mkdir(parents=True, exist_ok=True)
+    cfg = detector or DetectorConfig()
+    idle = idle_s or max(30.0, schedule.down_s + (60.0 if schedule.target == "kafka" else 20.0))
+    runs, tables, lags, reports = {}, {}, [], {}
+    for n, system in enumerate(systems):
+        prefix = f"rec-{run_id}-{system[0]}-"
+        runs[system] = run_system(system, schedule, settings=settings, sandbox=sb, work=work, prefix=prefix, seed=seed,
+                                  trigger=trigger, idle_s=idle)  # fmt: skip
+        tables[system], lag = per_second(runs[system], schedule.duration_s)
+        lags.append(lag)
+        failure_s = [(ms - runs[system].t0_ms) / 1000 for ms in runs[system].failures_ms]
+        reports[system] = analyse(tables[system], failure_s, cfg)
+    table = pd.concat(tables.values(), ignore_index=True)
+    files = {"table": out / f"recovery-{run_id}.csv", "lag": out / f"recovery-{run_id}-lag.csv",
+             "summary": out / f"recovery-{run_id}.json"}  # fmt: skip
+    table.to_csv(files["table"], index=False)
+    pd.concat(lags, ignore_index=True).to_csv(files["lag"], index=False)
+    if png := plot_series(out / f"recovery-{run_id}-series.png", tables, reports):
+        files["series_plot"] = png
+    if png := plot_recovery_times(out / f"recovery-{run_id}-recovery.png", reports):
+        files["recovery_plot"] = png
+    summary = {
+        "run": run_id, "schedule": asdict(schedule), "trigger": trigger, "seed": seed, "cores": os.cpu_count(),
+        "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
+                        "failures_s": [f.failure_s for f in reports[s].failures]} for s in systems},
+        "files": {k: str(v) for k, v in files.items()},
+    }  # fmt: skip
+    files["summary"].write_text(json.dumps(summary, indent=2, default=str))
+    print_report(schedule, reports, runs)
+    print("\n" + "\n".join(f"{k + ':':<15}{v}" for k, v in files.items()))
+    return {**summary, "reports": reports, "tables": tables, "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command")
+    for name in ("job-worker", "baseline-worker"):  # internal: the supervised processes
+        w = sub.add_parser(name)
+        for opt in ("--prefix", "--events", "--stop", "--verdict"):
+            w.add_argument(opt, required=True)
+        w.add_argument("--name", default="recovery-bench")
+        w.add_argument("--trigger", default="1 second")
+        w.add_argument("--visible")
+        w.add_argument("--idle", type=float, default=30.0)
+    parser.add_argument("--target", default=Schedule.target,
+                        help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1)")
+    parser.add_argument("--action", choices=ACTIONS, default=Schedule.action)
+    parser.add_argument("--failures", type=int, default=Schedule.failures, help="(default %(default)s)")
+    parser.add_argument("--interval", type=float, default=Schedule.interval_s, help="seconds between failures (default %(default)s)")
+    parser.add_argument("--warmup", type=float, default=Schedule.warmup_s, help="seconds of producing before the first failure")
+    parser.add_argument("--down", type=float, default=Schedule.down_s,
+                        help="seconds before a killed target is restarted / a paused one resumed (default %(default)s)")
+    parser.add_argument("--rate", type=float, default=Schedule.rate, help="producer messages per second (default %(default)s)")
+    parser.add_argument("--trigger", default="1 second", help="the job's micro-batch interval")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="job,baseline (default both)")
+    # The study averages over 5 s; the job here commits every 3-4 s (trigger 1 s, 2 cores), so
+    # a 5 s window holds one batch or two and saw-tooths; 10 s spans about three.
+    parser.add_argument("--smooth", type=int, default=10, help="detector: moving-average window, seconds (default 10)")
+    parser.add_argument("--hold", type=int, default=10, help="detector: seconds back in band that count as recovered")
+    parser.add_argument("--seed", type=int, default=21)
+    args = parser.parse_args(argv)
+    if args.command == "job-worker":
+        return job_worker(args)
+    if args.command == "baseline-worker":
+        return baseline_worker(args)
+    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    problems = [m for ok, m in [
+        (set(systems) <= set(SYSTEMS) and systems, f"--systems takes {', '.join(SYSTEMS)}"),
+        (args.failures >= 1, "--failures must be at least 1"),
+        (args.warmup >= 20, "--warmup must be at least 20 s (the detector's reference window)"),
+        (args.interval > args.down + args.hold, "--interval must exceed --down plus --hold"),
+        (args.rate > 0, "--rate must be positive"),
+    ] if not ok]  # fmt: skip
+    if problems:
+        parser.error("; ".join(problems))
+    schedule = Schedule(target=args.target, action=args.action, failures=args.failures, interval_s=args.interval,
+                        warmup_s=args.warmup, down_s=args.down, rate=args.rate)  # fmt: skip
+    result = bench(schedule, systems=systems, trigger=args.trigger, seed=args.seed,
+                   detector=DetectorConfig(smooth_s=args.smooth, hold_s=args.hold))  # fmt: skip
+    clean = all(r.verdict.get("ok") for r in result["runs"].values())
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

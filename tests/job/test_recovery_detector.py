@@ -1,0 +1,172 @@
+"""The recovery detector on synthetic per-second series whose answers are known by construction.
+
+Unless a test says otherwise: 1 sample per second, throughput 100/s, p90 latency 1000 ms,
+``smooth_s=1`` (no smoothing, so the answers are exact), band floor 15 % of the mean.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from job.recovery import DetectorConfig, DetectorError, detect, moving_average
+
+EXACT = DetectorConfig(smooth_s=1)
+
+
+def series(n: int = 180, *, outages=(), latency_spikes=(), catch_up=(), lag=None) -> dict[str, list[float]]:
+    """Flat series with throughput 0 in each ``outages`` [start, end), 200 in each ``catch_up``
+    [start, end), and p90 latency 5000 ms in each ``latency_spikes`` [start, end)."""
+    t = np.arange(n, dtype=float)
+    thr = np.full(n, 100.0)
+    lat = np.full(n, 1000.0)
+    for a, b in outages:
+        thr[(t >= a) & (t < b)] = 0.0
+    for a, b in catch_up:
+        thr[(t >= a) & (t < b)] = 200.0
+    for a, b in latency_spikes:
+        lat[(t >= a) & (t < b)] = 5000.0
+    out = {"t": t.tolist(), "throughput": thr.tolist(), "latency_p90_ms": lat.tolist()}
+    if lag is not None:
+        out["lag"] = list(lag)
+    return out
+
+
+def test_outage_then_catch_up_recovers_when_back_in_band_for_hold_seconds():
+    s = series(outages=[(60, 70)], catch_up=[(70, 80)], latency_spikes=[(60, 75)])
+    (f,) = detect(s, [60], config=EXACT).failures
+    assert (f.throughput.impact_s, f.throughput.recovery_s, f.throughput.recovery_time_s) == (60, 80, 20)
+    assert (f.latency.impact_s, f.latency.recovery_s, f.latency.recovery_time_s) == (60, 75, 15)
+    assert f.throughput.band.mean == pytest.approx(100) and f.throughput.band.low == pytest.approx(85)
+    assert f.detected and f.recovered
+
+
+def test_brief_return_to_band_shorter_than_hold_is_not_a_recovery():
+    # back inside for 5 s at 70..74, down again 75..79, inside from 80 for good
+    s = series(outages=[(60, 70), (75, 80)])
+    (f,) = detect(s, [60], config=DetectorConfig(smooth_s=1, hold_s=10)).failures
+    assert f.throughput.recovery_s == 80
+
+
+def test_series_that_never_recovers_reports_no_recovery_and_an_unstable_run():
+    s = series(n=120, outages=[(60, 120)])
+    report = detect(s, [60], config=EXACT)
+    (f,) = report.failures
+    assert f.throughput.impact_s == 60
+    assert f.throughput.recovery_s is None and f.throughput.recovery_time_s is None
+    assert not f.recovered and not report.all_recovered
+    assert report.stable is False and "failure 1 (throughput)" in report.verdict
+
+
+def test_recovery_whose_hold_does_not_fit_before_the_next_failure_is_not_found():
+    s = series(outages=[(60, 95)])  # back at 95, but the next failure comes at 100 (hold 10 s)
+    report = detect(s, [60, 100], config=EXACT)
+    assert report.failures[0].throughput.recovery_s is None
+
+
+def test_failure_without_visible_impact_has_zero_recovery_time_and_is_not_detected():
+    report = detect(series(), [60], config=EXACT)
+    (f,) = report.failures
+    assert f.throughput.impact_s is None and f.latency.impact_s is None
+    assert f.throughput.recovery_time_s == 0.0 and f.latency.recovery_time_s == 0.0
+    assert not f.detected and not report.all_detected
+
+
+def test_noise_inside_the_band_is_no_impact_but_a_real_outage_is_found_with_default_smoothing():
+    rng = np.random.default_rng(7)
+    s = series(n=200, outages=[(60, 70)], latency_spikes=[(60, 70)])
+    s["throughput"] = (np.array(s["throughput"]) + rng.normal(0, 5, 200) * (np.array(s["throughput"]) > 0)).tolist()
+    s["latency_p90_ms"] = (np.array(s["latency_p90_ms"]) + rng.normal(0, 40, 200)).tolist()
+    report = detect(s, [60, 140])  # default: 5 s trailing average, k = 3
+    first, second = report.failures
+    assert first.throughput.impact_s == 60
+    # the 5 s average is clean again once its window holds no outage second: 70 + 5 - 1
+    assert first.throughput.recovery_s == 74 and first.throughput.recovery_time_s == 14
+    assert first.latency.recovery_s == 74
+    assert second.throughput.impact_s is None and second.latency.impact_s is None
+
+
+def test_back_to_back_failures_reuse_the_earlier_band_and_the_first_never_recovers():
+    s = series(outages=[(60, 90)])
+    report = detect(s, [60, 75], config=EXACT)
+    first, second = report.failures
+    assert first.throughput.recovery_s is None
+    # [55, 75) minus the disturbed [60, ...) leaves 5 samples < 8: the first band is reused
+    assert second.throughput.band.reused and second.throughput.band.mean == pytest.approx(100)
+    assert (second.throughput.impact_s, second.throughput.recovery_s, second.throughput.recovery_time_s) == (75, 90, 15)
+    assert report.stable is False
+
+
+def test_equal_outages_make_a_stable_run_and_growing_outages_an_unstable_one():
+    fails = [40, 100, 160, 220, 280]
+    steady = series(n=340, outages=[(f, f + 10) for f in fails], latency_spikes=[(f, f + 10) for f in fails])
+    report = detect(steady, fails, config=EXACT)
+    assert report.recovery_times("throughput") == [10, 10, 10, 10, 10]
+    assert report.stable is True and report.all_detected and report.all_recovered
+
+    lengths = [5, 15, 25, 35, 45]
+    growing = series(n=340, outages=[(f, f + d) for f, d in zip(fails, lengths)],
+                     latency_spikes=[(f, f + 10) for f in fails])  # fmt: skip
+    report = detect(growing, fails, config=EXACT)
+    assert report.recovery_times("throughput") == lengths
+    assert report.stable is False and "throughput recovery grows by 40s" in report.verdict
+
+
+def test_single_failure_is_not_judged_for_stability():
+    report = detect(series(outages=[(60, 70)]), [60], config=EXACT)
+    assert report.stable is None and report.verdict.startswith("not judged")
+
+
+def test_lag_peak_is_the_largest_lag_between_failure_and_next_failure():
+    lag = [10.0] * 180
+    lag[65], lag[130] = 500.0, 900.0
+    report = detect(series(lag=lag, outages=[(60, 70)]), [60, 120], config=EXACT)
+    assert (report.failures[0].lag_peak, report.failures[0].lag_peak_s) == (500, 65)
+    assert (report.failures[1].lag_peak, report.failures[1].lag_peak_s) == (900, 130)
+
+
+def test_missing_seconds_after_a_failure_count_as_impact_and_block_recovery():
+    s = series()
+    for i in range(60, 66):
+        s["latency_p90_ms"][i] = None  # nothing produced in those seconds became visible
+    (f,) = detect(s, [60], config=EXACT).failures
+    assert (f.latency.impact_s, f.latency.recovery_s) == (60, 66)
+
+
+def test_a_pandas_frame_works_like_a_dict_of_lists():
+    s = series(outages=[(60, 70)])
+    from_frame = detect(pd.DataFrame(s), [60], config=EXACT)
+    assert from_frame.failures == detect(s, [60], config=EXACT).failures
+
+
+def test_report_as_dict_carries_per_failure_times_and_the_verdict():
+    d = detect(series(outages=[(60, 70)]), [60], config=EXACT).as_dict()
+    assert d["failures"][0]["throughput"]["recovery_time_s"] == 10
+    assert d["verdict"].startswith("not judged") and d["config"]["smooth_s"] == 1
+
+
+def test_moving_average_is_trailing_and_skips_missing_values():
+    t = np.arange(6, dtype=float)
+    v = np.array([0, 10, np.nan, 30, np.nan, np.nan])
+    assert moving_average(t, v, 2).tolist()[:5] == [0, 5, 10, 30, 30]
+    assert np.isnan(moving_average(t, v, 2)[5])
+
+
+@pytest.mark.parametrize(
+    ("failures", "kwargs", "needle"),
+    [
+        ([500], {}, "outside the series"),
+        ([60, 50], {}, "strictly increasing"),
+        ([5], {}, "warm up longer"),
+        ([60], {"throughput": "rate"}, "no column 'rate'"),
+    ],
+)
+def test_unusable_input_is_a_detector_error_that_says_the_fix(failures, kwargs, needle):
+    with pytest.raises(DetectorError, match=needle):
+        detect(series(), failures, config=EXACT, **kwargs)
+
+
+def test_settings_out_of_range_are_rejected():
+    with pytest.raises(DetectorError, match="hold_s"):
+        DetectorConfig(hold_s=0)
