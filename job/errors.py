@@ -7,7 +7,7 @@ pickles by value.
 
 from __future__ import annotations
 
-__all__ = ["BaselineError", "IntegrityError", "JobError", "StateError", "UsageError"]
+__all__ = ["BaselineError", "IntegrityError", "JobError", "RepairError", "StateError", "UsageError"]
 
 
 class JobError(Exception):
@@ -75,3 +75,11 @@ class UsageError(JobError, ValueError):
     def __init__(self, what: str, fix: str) -> None:
         self.what, self.fix = what, fix
         super().__init__(f"{what}; {fix}")
+
+
+class RepairError(JobError):
+    """``job repair`` cannot go on: ``subject`` (a checkpoint, an output, an argument) at fault."""
+
+    def __init__(self, subject: str, problem: str, fix: str) -> None:
+        self.subject, self.problem, self.fix = subject, problem, fix
+        super().__init__(f"{subject}: {problem}; {fix}")
