@@ -442,6 +442,15 @@ def unfinished_repair(checkpoint: Path) -> Path | None:
     return None
 
 
+def require_checkpoint(cfg) -> Path:
+    """The sessions query's checkpoint, or RepairError when it has no committed batch."""
+    sessions_ckpt = cfg.checkpoint / "sessions"
+    if not (sessions_ckpt / "commits").is_dir() or not any((sessions_ckpt / "commits").glob("[0-9]*")):
+        raise RepairError(f"checkpoint {cfg.checkpoint}", "has no committed batch of the sessions query (sessions/commits)",
+                          "point --checkpoint at the job's checkpoint (default <state>/checkpoints/job)")  # fmt: skip
+    return sessions_ckpt
+
+
 def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progress: Callable[[str], None] = print) -> RepairPlan:
     """Check the preconditions, read checkpoint, Kafka and lake, and plan (steps 1, 2 and 4).
 
@@ -450,10 +459,7 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     """
     from job import lake
 
-    sessions_ckpt = cfg.checkpoint / "sessions"
-    if not (sessions_ckpt / "commits").exists():
-        raise RepairError(f"checkpoint {cfg.checkpoint}", "has no committed batch of the sessions query (sessions/commits)",
-                          "point --checkpoint at the job's checkpoint (default <state>/checkpoints/job)")  # fmt: skip
+    sessions_ckpt = require_checkpoint(cfg)
     if not (lake.path_exists(spark, cfg.sessions_path) or lake.path_exists(spark, lake.kept_path(cfg.sessions_path))):
         raise RepairError(f"lake output {cfg.sessions_path}", "does not exist",
                           "point --output at the lake root the job wrote (default s3a://<bucket>/job)")  # fmt: skip
@@ -624,8 +630,10 @@ def run_cli(args, settings) -> int:
         raw_archive=not args.no_raw_archive,
     )  # fmt: skip
     started = time.monotonic()
-    spark = spark_session(settings, "job-repair")
     unfinished = unfinished_repair(cfg.checkpoint)
+    if unfinished is None:
+        require_checkpoint(cfg)
+    spark = spark_session(settings, "job-repair")
     if unfinished is not None:
         plan = load_plan(unfinished)
         say(f"[repair] resuming the unfinished repair in {unfinished}")

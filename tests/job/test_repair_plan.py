@@ -173,3 +173,18 @@ def _plan(*, lake=LAKE, inputs=INPUTS, ends=None, only=None):
         checkpoint="/ckpt", output="s3a://lake/job", backup="/ckpt.repair-x", checkpoint_end=ends or {(T, 0): 8},
         inputs=inputs, rows=lake, quarantine=EMPTY_Q, sessions=EMPTY_S, kafka_partitions=[(T, 0), (T, 1)], only=only,
     )  # fmt: skip
+
+
+def test_cli_without_a_checkpoint_exits_2_naming_it_and_the_fix(tmp_path, capsys):
+    from job.cli import main
+
+    assert main(["repair", "--checkpoint", str(tmp_path / "nowhere"), "--output", "s3a://lake/x"]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and "no committed batch" in err and "--checkpoint" in err
+
+
+def test_cli_with_a_bad_partition_list_exits_2(tmp_path, capsys):
+    from job.cli import main
+
+    assert main(["repair", "--partitions", "site-1:zero"]) == 2
+    assert "'site-1:zero' is not topic:partition" in capsys.readouterr().err
