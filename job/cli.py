@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     repair.add_argument("--prefix", default="collection-", help="the job's topic prefix (default: collection-)")
     repair.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
     repair.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
-    repair.add_argument("--operator", default="transformWithStateInPandas")
+    repair.add_argument("--operator", default=JobConfig.operator)
     repair.add_argument("--no-raw-archive", action="store_true", help="the job ran without the raw archive")
     return parser
 
