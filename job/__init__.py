@@ -4,6 +4,8 @@
 - :mod:`job.pipeline` — the Spark Structured Streaming job around it.
 - :mod:`job.verify` / :mod:`job.verify_spark` — the verifier (ledger vs lake).
 - :mod:`job.baseline` — a single-process consumer running the same state machine.
+- :mod:`job.repair` / :mod:`job.trap` — the six-step repair of a checkpoint and output that
+  disagree (``python -m job repair``), and the metadata trap that causes it, reproduced.
 - ``python -m job run|verify`` — the command line.
 """
 

@@ -47,6 +47,19 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--lake", help="lake root (default: s3a://<bucket>/job)")
     verify.add_argument("--policy", default="resync")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
+    repair = sub.add_parser("repair", help="repair a job whose checkpoint and file-sink output disagree (dry run unless --apply)",
+                            description="The six-step repair of docs in job/repair.py: find the damage, cut the output "
+                                        "after each session's last complete snapshot, back up and remove the checkpoint, "
+                                        "restart from explicit offsets. Prints the plan; --apply carries it out.")  # fmt: skip
+    repair.add_argument("--apply", action="store_true", help="carry the plan out (default: print it only)")
+    repair.add_argument("--partitions", help="topic:p,... : search only these partitions for damage, and repair them")
+    repair.add_argument("--policy", default="resync", help="the job's integrity policy, for the restart (default: resync)")
+    repair.add_argument("--window", type=int, default=8)
+    repair.add_argument("--prefix", default="collection-", help="the job's topic prefix (default: collection-)")
+    repair.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
+    repair.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
+    repair.add_argument("--operator", default=JobConfig.operator)
+    repair.add_argument("--no-raw-archive", action="store_true", help="the job ran without the raw archive")
     return parser
 
 
@@ -87,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args, settings)
         if args.command == "watch":
             return _watch(args, settings)
+        if args.command == "repair":
+            from job.repair import run_cli
+
+            return run_cli(args, settings)
         return _verify(args, settings)
     except (JobError, SandboxError, ProducerError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -13,6 +15,12 @@ from job.session import POLICIES, Policy
 from producers.contract import TOPIC_PREFIX
 
 StartingOffsets = Literal["earliest", "latest"]
+#: Explicit offsets, as the Kafka source's ``startingOffsets`` JSON: ``{"topic": {"0": 42}}``,
+#: where -2 means earliest and -1 latest. :func:`parse_offsets` is the one place that checks it.
+OffsetsJson = str
+#: Where the job resumes a session after a repair: ``(topic, partition, session key)`` ->
+#: the first offset to process; that session's earlier records are already in the lake.
+SessionCuts = Mapping[tuple[str, int, str], int]
 #: The Python arbitrary-stateful operators the job can run on, all calling the same
 #: per-session function: the Row-based ``transformWithState`` (Spark 4.1+),
 #: ``transformWithStateInPandas`` (4.0+) and the older ``applyInPandasWithState`` (3.4+).
@@ -54,7 +62,8 @@ class JobConfig:
     topic_prefix: str = TOPIC_PREFIX
     policy: Policy = "resync"
     window: int = 8
-    starting_offsets: StartingOffsets = "earliest"
+    starting_offsets: StartingOffsets | OffsetsJson = "earliest"
+    session_cuts: SessionCuts = field(default_factory=dict)
     max_offsets_per_trigger: int | None = 20_000
     fail_on_data_loss: bool = True
     trigger: str = "5 seconds"
@@ -74,7 +83,11 @@ class JobConfig:
         if self.operator not in get_args(Operator):
             raise ConfigError("operator", self.operator, f"choose one of {', '.join(get_args(Operator))}")
         if self.starting_offsets not in get_args(StartingOffsets):
-            raise ConfigError("starting_offsets", self.starting_offsets, "use 'earliest' or 'latest'")
+            parse_offsets(self.starting_offsets, field_name="starting_offsets")
+        for key, offset in self.session_cuts.items():
+            ok = isinstance(key, tuple) and len(key) == 3 and isinstance(key[1], int) and isinstance(offset, int)
+            if not ok or offset < 0:
+                raise ConfigError("session_cuts", {key: offset}, "map (topic, partition, session key) to an offset >= 0")
         if not re.fullmatch(r"[A-Za-z0-9._-]+", self.topic_prefix):
             raise ConfigError("topic_prefix", self.topic_prefix, "use letters, digits, '.', '_' or '-' (a Kafka topic prefix)")
         if not (1 <= self.window <= 10_000):
@@ -123,3 +136,26 @@ def job_config(settings, **overrides) -> JobConfig:
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return JobConfig(**values)
+def parse_offsets(text: str, *, field_name: str = "starting_offsets") -> dict[str, dict[str, int]]:
+    """Parse and check explicit Kafka offsets ``{"topic": {"partition": offset}}``.
+
+    Offsets are integers >= -2 (-2 earliest, -1 latest), partitions non-negative integers
+    written as strings (the Kafka source's format). Raises :class:`ConfigError` naming the
+    field, the bad value and the fix; returns the offsets with partitions as strings.
+    """
+    fix = 'use \'earliest\', \'latest\' or JSON such as {"topic": {"0": 42}} (offset -2 = earliest, -1 = latest)'
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(field_name, text, fix)
+    out: dict[str, dict[str, int]] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict) or not parts:
+            raise ConfigError(field_name, text, f"topic {topic!r} needs a non-empty object of partition -> offset; {fix}")
+        for part, offset in parts.items():
+            if not str(part).isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
+                raise ConfigError(field_name, text, f"{topic}[{part}] = {offset!r} is not a partition -> offset >= -2; {fix}")
+            out.setdefault(topic, {})[str(int(part))] = offset
+    return out

@@ -16,6 +16,7 @@ __all__ = [
     "JobError",
     "LakeError",
     "QueryFailedError",
+    "RepairError",
     "StateError",
     "UsageError",
     "query_error",
@@ -156,3 +157,11 @@ def query_error(query: str, exc: BaseException, *, log: object = None) -> JobErr
     cause = next((line for line in reversed(lines) if re.match(r"^[\w.]*(Error|Exception)\b", line)), lines[0] if lines else repr(exc))
     where = f"the driver log {log}" if log else "the driver log"
     return QueryFailedError(query, f"failed with {cause[:500]}", f"{where} has the full trace; fix the cause and run again (the checkpoint resumes)")
+
+
+class RepairError(JobError):
+    """``job repair`` cannot go on: ``subject`` (a checkpoint, an output, an argument) at fault."""
+
+    def __init__(self, subject: str, problem: str, fix: str) -> None:
+        self.subject, self.problem, self.fix = subject, problem, fix
+        super().__init__(f"{subject}: {problem}; {fix}")

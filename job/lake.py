@@ -4,6 +4,12 @@ into the ``rows``, ``sessions`` and ``quarantine`` outputs by the ``output`` par
 One file sink (not three) keeps the three outputs of a micro-batch in one atomic commit of
 the sink's ``_spark_metadata`` log; read them through Spark (or :func:`read_output`) so that
 files of uncommitted batches are ignored.
+
+After a repair (:mod:`job.repair`) an output has two parts: the file sink's directory,
+with a fresh ``_spark_metadata`` log that only the restarted job writes to, and beside it
+``<sink>-kept``, the output the repair kept (everything before its cut), written once as
+plain Parquet. The readers here return both; see :mod:`job.repair` for why the kept part
+cannot live under the sink's log.
 """
 
 from __future__ import annotations
@@ -74,14 +80,38 @@ def union_ddl() -> str:
     return ", ".join(f"`{name}` {kind}" for name, kind in UNION_COLUMNS)
 
 
+def kept_path(sink_path: str) -> str:
+    """Where a repair keeps the part of a sink's output that precedes its cut."""
+    return sink_path.rstrip("/") + "-kept"
+
+
+def path_exists(spark, path: str) -> bool:
+    """True when ``path`` exists on its Hadoop file system (s3a:// or local)."""
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(hpath))
+
+
+def read_sink(spark, sink_path: str):
+    """A file sink's output, read through its metadata log, plus what a repair kept beside it."""
+    kept = kept_path(sink_path)
+    if not path_exists(spark, kept):
+        return spark.read.parquet(sink_path)
+    frames = [spark.read.parquet(p) for p in (sink_path, kept) if path_exists(spark, p)]
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame, allowMissingColumns=True)
+    return out
+
+
 def read_output(spark, sessions_path: str, output: Output):
     """One output as a Spark DataFrame, read through the file sink's metadata log."""
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(sessions_path)
+    df = read_sink(spark, sessions_path)
     return df.where(F.col("output") == output).select(*COLUMNS[output])
 
 
 def read_raw(spark, raw_path: str):
     """The raw archive: every input record with topic, partition, offset, key, value, timestamp."""
-    return spark.read.parquet(raw_path)
+    return read_sink(spark, raw_path)

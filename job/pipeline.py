@@ -225,6 +225,22 @@ def kafka_stream(spark, cfg: JobConfig, bootstrap: str):
     return reader.load()
 
 
+def _cut_of_record(cuts):
+    """The first offset to process for each record's session (0 for sessions without a cut).
+
+    After a repair the lake already holds a session's output up to its cut, and the restarted
+    job reads the partition from the earliest cut of all its sessions: the records of a
+    session before its own cut are dropped here, so they are neither applied twice nor
+    quarantined as orphans by a session state that starts empty. A literal map is fine for
+    the hundreds of sessions a partition holds; far more would want a broadcast join.
+    """
+    from pyspark.sql import functions as F
+
+    entries = [x for (t, p, k), o in sorted(cuts.items()) for x in (F.lit(f"{t}\x00{p}\x00{k}"), F.lit(int(o)))]
+    where = F.concat_ws("\x00", F.col("topic"), F.col("partition").cast("string"), F.col(_SESSION_KEY))
+    return F.coalesce(F.create_map(*entries)[where], F.lit(0))
+
+
 def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
     """The stateful part: Kafka records in, union-schema rows out (not started)."""
     from pyspark.sql import functions as F
@@ -238,6 +254,8 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
         "offset",
         (F.col("timestamp").cast("double") * 1000).cast("long").alias("kafka_ts_ms"),
     )
+    if cfg.session_cuts:
+        source = source.where(F.col("offset") >= _cut_of_record(cfg.session_cuts))
     # Spark 4.0 runs a no-data batch after every batch while processing-time timers are on,
     # so an available-now run would never finish: it runs without timers (no idle expiry).
     timers = cfg.trigger != "available-now"
