@@ -4,7 +4,9 @@
 - :mod:`job.pipeline` — the Spark Structured Streaming job around it.
 - :mod:`job.verify` / :mod:`job.verify_spark` — the verifier (ledger vs lake).
 - :mod:`job.baseline` — a single-process consumer running the same state machine.
-- ``python -m job run|verify`` — the command line.
+- :mod:`job.backfill` — replay the raw archive into versioned output; merge, switch, reprocess.
+- :mod:`job.archive_check` — every delivered record must be in the raw archive.
+- ``python -m job run|verify|backfill`` — the command line.
 """
 
 from job.config import ConfigError, JobConfig, Policy
