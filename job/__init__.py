@@ -6,7 +6,9 @@
 - :mod:`job.baseline` — a single-process consumer running the same state machine.
 - :mod:`job.repair` / :mod:`job.trap` — the six-step repair of a checkpoint and output that
   disagree (``python -m job repair``), and the metadata trap that causes it, reproduced.
-- ``python -m job run|verify`` — the command line.
+- :mod:`job.backfill` — replay the raw archive into versioned output; merge, switch, reprocess.
+- :mod:`job.archive_check` — every delivered record must be in the raw archive.
+- ``python -m job run|verify|watch|repair|backfill`` — the command line.
 """
 
 from job.config import ConfigError, JobConfig, Policy

@@ -55,11 +55,31 @@ def _parser() -> argparse.ArgumentParser:
     repair.add_argument("--partitions", help="topic:p,... : search only these partitions for damage, and repair them")
     repair.add_argument("--policy", default="resync", help="the job's integrity policy, for the restart (default: resync)")
     repair.add_argument("--window", type=int, default=8)
-    repair.add_argument("--prefix", default="collection-", help="the job's topic prefix (default: collection-)")
+    repair.add_argument("--topic-prefix", default=TOPIC_PREFIX, help=f"the job's topic prefix (default: {TOPIC_PREFIX})")
+    repair.add_argument("--prefix", dest="topic_prefix", help=argparse.SUPPRESS)  # the old name, as for `run`
     repair.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
     repair.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
     repair.add_argument("--operator", default=JobConfig.operator)
     repair.add_argument("--no-raw-archive", action="store_true", help="the job ran without the raw archive")
+    backfill = sub.add_parser(
+        "backfill", help="replay the raw archive for a time range into a versioned output (no broker needed)",
+        description="Replay the job's raw archive for [--from, --to) through the same session core into "
+        "<lake>/backfill/<version>/sessions-out; readers are untouched until --merge or --switch. Times are ISO 8601 "
+        "(UTC when no zone), epoch milliseconds, 'earliest' or 'latest'. See job/backfill.py for the merge rule.",
+    )  # fmt: skip
+    backfill.add_argument("--from", dest="start", required=True, help="range start, included (e.g. 2026-11-22T21:00:00Z)")
+    backfill.add_argument("--to", dest="end", required=True, help="range end, excluded")
+    backfill.add_argument("--lake", help="lake root the job writes (default: s3a://<bucket>/job)")
+    backfill.add_argument("--raw", help="raw archive (default: <lake>/raw)")
+    backfill.add_argument("--version", help="output version name (default: derived from the range)")
+    backfill.add_argument("--overwrite", action="store_true", help="replace an existing output version")
+    backfill.add_argument("--policy", default="resync", help="strict | resync | window | none (default: resync)")
+    backfill.add_argument("--window", type=int, default=8, help="reorder window in messages, for --policy window")
+    backfill.add_argument("--job-version", default="v1", help="session logic to run: v1 (current) or v0-skips-deletes")
+    backfill.add_argument("--merge", action="store_true",
+                          help="also merge with the output readers see now into <version>+merged (the live output wins)")  # fmt: skip
+    backfill.add_argument("--ledger", help="verify the result (and the archive) against this ledger")
+    backfill.add_argument("--switch", action="store_true", help="point readers at the result if --ledger verifies it clean")
     return parser
 
 
@@ -96,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         settings = Settings.from_env()
+        if args.command == "backfill":
+            from job.backfill import run_cli
+
+            return run_cli(args, settings)
         if args.command == "run":
             return _run(args, settings)
         if args.command == "watch":

@@ -625,7 +625,7 @@ def run_cli(args, settings) -> int:
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     only = parse_partitions(args.partitions)
     cfg = job_config(
-        settings, policy=args.policy, window=args.window, topic_prefix=args.prefix, output=args.output,
+        settings, policy=args.policy, window=args.window, topic_prefix=args.topic_prefix, output=args.output,
         checkpoint=args.checkpoint.resolve() if args.checkpoint else None, operator=args.operator,
         raw_archive=not args.no_raw_archive,
     )  # fmt: skip

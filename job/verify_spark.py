@@ -66,3 +66,22 @@ def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, pr
     spark = spark or spark_session(settings, "verify")
     frames = lake_frames(spark, lake)
     return check(expected, frames["rows"], frames["quarantine"], frames["sessions"], policy=policy)
+
+
+
+def verify_archive(settings, *, ledger: str, lake: str, spark=None, raw_path: str | None = None):
+    """Check that every record the ledger says Kafka acknowledged is in the raw archive
+    (``<lake>/raw`` unless ``raw_path``); returns :class:`job.archive_check.ArchiveReport`.
+    Only the ledger's topics are read."""
+    from pyspark.sql import functions as F
+
+    from job.archive_check import check_archive
+    from job.lake import read_raw
+    from sandbox.spark import spark_session
+
+    spark = spark or spark_session(settings, "verify")
+    frame = ledger_frame(settings, ledger)
+    topics = sorted(set(frame["topic"].dropna()))
+    raw = read_raw(spark, raw_path or lake.rstrip("/") + "/raw")
+    archived = raw.where(F.col("topic").isin(topics)).select("topic", "partition", "offset").toPandas()
+    return check_archive(frame, archived)
