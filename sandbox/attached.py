@@ -16,6 +16,7 @@ from collections.abc import Callable
 from sandbox import health
 from sandbox.artifacts import Progress, say
 from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus
+from sandbox.compose import service_addresses, service_probe
 from sandbox.errors import NotRunningError, SandboxError, UnknownServiceError
 from sandbox.settings import BackendKind, Endpoints, Settings
 
@@ -106,25 +107,8 @@ class AttachedSandbox:
             raise UnknownServiceError(service, self.services())
 
     def _addresses(self, service: str) -> tuple[str, str | None]:
-        e = self.endpoints()
-        if service == "kafka":
-            return e.kafka_bootstrap, None
-        if service == "minio":
-            return e.s3_endpoint, e.s3_console
-        if service == "spark-master":
-            return e.spark_master, e.spark_master_ui
-        n = int(service.rsplit("-", 1)[1])
-        return f"{service} (registers with {e.spark_master})", e.spark_worker_uis[n - 1]
+        return service_addresses(self.settings, service)
 
     def _probe(self, service: str) -> Callable[[], health.Health]:
-        s = self.settings
-        if service == "kafka":
-            return lambda: health.check_kafka(s, timeout_s=3.0)
-        if service == "minio":
-            return lambda: health.check_minio(s, timeout_s=3.0)
-        if service == "spark-master":
-            return lambda: health.check_spark(s, timeout_s=3.0)
-        if service.startswith("spark-worker-"):
-            n = int(service.rsplit("-", 1)[1])
-            return lambda: health.check_spark_worker(s, n, timeout_s=3.0)
-        raise UnknownServiceError(service, self.services())
+        self._known(service)
+        return service_probe(self.settings, service)

@@ -427,30 +427,14 @@ class ComposeBackend:
         return ServiceStatus(name=service, state=state, endpoint=endpoint, ui=ui, log=log, detail=detail)
 
     def _addresses(self, service: str) -> tuple[str, str | None]:
-        e = self.settings.endpoints()
-        if service == "kafka":
-            return e.kafka_bootstrap, None
-        if service == "minio":
-            return e.s3_endpoint, e.s3_console
-        if service == "spark-master":
-            return e.spark_master, e.spark_master_ui
-        if service.startswith("spark-worker-"):
-            n = int(service.rsplit("-", 1)[1])
-            return f"{service} (registers with spark://spark-master:7077)", e.spark_worker_uis[n - 1]
-        return e.jupyter or "", e.jupyter
+        if service == "jupyter":
+            return self.settings.endpoints().jupyter or "", self.settings.endpoints().jupyter
+        return service_addresses(self.settings, service)
 
     def _probe(self, service: str) -> Callable[[], health.Health]:
-        s = self.settings
-        if service == "kafka":
-            return lambda: health.check_kafka(s, timeout_s=3.0)
-        if service == "minio":
-            return lambda: health.check_minio(s, timeout_s=3.0)
-        if service == "spark-master":
-            return lambda: health.check_spark(s, timeout_s=3.0)
-        if service.startswith("spark-worker-"):
-            n = int(service.rsplit("-", 1)[1])
-            return lambda: health.check_spark_worker(s, n, timeout_s=3.0)
-        return lambda: _check_jupyter(s)
+        if service == "jupyter":
+            return lambda: _check_jupyter(self.settings)
+        return service_probe(self.settings, service)
 
     def _wait_healthy(self, service: str) -> None:
         """The shared real-work check for ``service``, from this machine, until it passes."""
@@ -509,6 +493,33 @@ class ComposeBackend:
 
 
 # ------------------------------------------------------------------------------------ helpers
+def service_addresses(settings: Settings, service: str) -> tuple[str, str | None]:
+    """(endpoint, UI link) of one core service of the compose stack, for ``status``."""
+    e = settings.endpoints()
+    if service == "kafka":
+        return e.kafka_bootstrap, None
+    if service == "minio":
+        return e.s3_endpoint, e.s3_console
+    if service == "spark-master":
+        return e.spark_master, e.spark_master_ui
+    n = int(service.rsplit("-", 1)[1])
+    return f"{service} (registers with spark://spark-master:7077)", e.spark_worker_uis[n - 1]
+
+
+def service_probe(settings: Settings, service: str) -> Callable[[], health.Health]:
+    """The shared real-work health check of one core service, with the addresses in ``settings``."""
+    if service == "kafka":
+        return lambda: health.check_kafka(settings, timeout_s=3.0)
+    if service == "minio":
+        return lambda: health.check_minio(settings, timeout_s=3.0)
+    if service == "spark-master":
+        return lambda: health.check_spark(settings, timeout_s=3.0)
+    if service.startswith("spark-worker-"):
+        n = int(service.rsplit("-", 1)[1])
+        return lambda: health.check_spark_worker(settings, n, timeout_s=3.0)
+    raise UnknownServiceError(service, list(CORE_SERVICES))
+
+
 def compose_unavailable() -> str | None:
     """Why the compose backend cannot run here (no CLI, no engine, no plugin), or None."""
     if shutil.which("docker") is None:
