@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick up down status bench bench-job bench-session bench-recovery lock clean
+.PHONY: bootstrap demo test test-quick test-compose docker up down status bench bench-job bench-session bench-recovery lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -16,7 +16,17 @@ demo: bootstrap
 	$(BIN)/python demo.py
 
 test: bootstrap
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not compose" $(PYTEST_ARGS)
+
+# The compose lane: the real docker compose stack (skipped, saying why, where no engine answers).
+# Its own ports (+40000), so it can run beside the local test sandbox (+10000).
+test-compose: bootstrap
+	OSL_PORT_OFFSET=$${OSL_COMPOSE_PORT_OFFSET:-40000} OSL_STATE_DIR=$(CURDIR)/.sandbox-compose-test \
+	  $(BIN)/python -m pytest -m compose tests/compose $(PYTEST_ARGS)
+
+# Engine, compose plugin and base images (installs docker.io and starts dockerd as root on Debian).
+docker:
+	bash scripts/ensure-docker.sh
 
 test-quick: bootstrap
 	$(BIN)/python -m pytest -m "not slow and not integration and not notebook" $(PYTEST_ARGS)

@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     settings = None
     try:
-        settings = Settings.from_env(backend=detect_backend())
+        settings = _choose_backend(Settings.from_env(backend=detect_backend()))
+        if settings.backend == "compose" and not settings.attached:
+            return _demo_in_compose(settings, argv)
         sb = open_sandbox(settings)
         print(f"== 1. starting the {settings.backend} sandbox (state: {settings.state_dir})", flush=True)
         sb.up()
@@ -102,6 +104,42 @@ def explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | 
         error = query_error("of the demo job", exc, log=driver_log(settings) if settings else None)
         return str(error), error.exit_status
     return None
+
+
+def _choose_backend(settings: Settings) -> Settings:
+    """Compose where Docker answers (unless OSL_BACKEND says otherwise); the local backend, with
+    one line saying why, where Docker answers but compose cannot run."""
+    import os
+    from dataclasses import replace
+
+    if settings.backend != "compose" or settings.attached or os.environ.get("OSL_BACKEND"):
+        return settings
+    from sandbox.compose import compose_unavailable
+
+    reason = compose_unavailable()
+    if reason is None:
+        return settings
+    print(f"demo: {reason}; using the local backend instead (OSL_BACKEND=compose forces compose)", flush=True)
+    return replace(settings, backend="local")
+
+
+def _demo_in_compose(settings: Settings, argv: list[str] | None) -> int:
+    """Start the compose stack here, then run this same demo inside the jupyter container, where
+    the Spark driver must live (executors connect back to it by name) and the stack is attached."""
+    from sandbox.compose import ComposeBackend
+
+    sb = ComposeBackend(settings)
+    print(f"== 1. starting the compose sandbox ({sb.project_name}; the first run builds the images)", flush=True)
+    sb.up()
+    print("   the pipeline runs inside the jupyter container (its driver must be in the compose network)", flush=True)
+    rc = sb.run_in("jupyter", ["python", "/opt/osl/demo.py", *(sys.argv[1:] if argv is None else argv)]).returncode
+    e = settings.endpoints()
+    print(
+        f"\n  JupyterLab           {e.jupyter}/lab?token=sandbox   (the workbook, attached to this stack)\n"
+        f"  logs                 docker compose -p {sb.project_name} logs SERVICE\n"
+        f"  stop                 make down   (data kept in named volumes; `python -m sandbox reset --yes` deletes it)"
+    )
+    return rc
 
 
 def _pipeline(settings: Settings, args) -> bool:

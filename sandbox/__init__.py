@@ -31,7 +31,12 @@ __all__ = [
 
 
 def open_sandbox(settings: Settings, **kwargs: object) -> Sandbox:
-    """The backend ``settings.backend`` names, not started."""
+    """The backend ``settings.backend`` names, not started; inside the compose network
+    (``settings.attached``) the running stack it belongs to."""
+    if settings.attached:
+        from sandbox.attached import AttachedSandbox
+
+        return AttachedSandbox(settings, **kwargs)  # type: ignore[arg-type]
     if settings.backend == "compose":
         from sandbox.compose import ComposeBackend
 

@@ -26,7 +26,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sandbox import health
+from sandbox import health, versions
 from sandbox.artifacts import Progress, say
 from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus
 from sandbox.errors import (
@@ -46,6 +46,7 @@ __all__ = [
     "DockerEngineDownError",
     "DockerMissingError",
     "compose_environment",
+    "compose_unavailable",
     "docker_engine_answers",
 ]
 
@@ -107,7 +108,8 @@ def port_offset(ports: Ports) -> int:
 
 
 def compose_environment(settings: Settings) -> dict[str, str]:
-    """The ``OSL_*`` variables docker-compose.yml reads, from ``settings`` (they override .env)."""
+    """The ``OSL_*`` variables docker-compose.yml reads, from ``settings`` and sandbox/versions.py
+    (they override .env): host ports, credentials, sizes, image versions, the build CA bundle."""
     p = settings.ports
     env = {
         "OSL_KAFKA_PORT": p.kafka,
@@ -127,8 +129,12 @@ def compose_environment(settings: Settings) -> dict[str, str]:
         "OSL_SPARK_WORKER_CORES": settings.spark_worker_cores,
         "OSL_SPARK_WORKER_MEMORY": settings.spark_worker_memory,
     }
+    env["OSL_PORT_OFFSET"] = port_offset(p)
     if settings.maven_repo:
         env["OSL_MAVEN_REPO"] = settings.maven_repo
+    if settings.build_ca_bundle:
+        env["OSL_BUILD_CA_BUNDLE"] = settings.build_ca_bundle
+    env.update(versions.image_build_env())
     return {k: str(v) for k, v in env.items()}
 
 
@@ -278,6 +284,20 @@ class ComposeBackend:
                 return service
         return "a sandbox service"
 
+    def run_in(self, service: str, argv: Sequence[str], *, capture: bool = False,
+               timeout_s: float | None = None) -> subprocess.CompletedProcess:
+        """Run ``argv`` inside the running ``service`` container (``docker compose exec -T``).
+
+        Code that must sit inside the compose network runs this way: the demo's pipeline and the
+        workbook under nbval, whose Spark driver executors must reach by name. ``capture=False``
+        streams the output to this process's stdout/stderr."""
+        self._preflight()
+        cmd = self.compose_argv("exec", "-T", service, *argv)
+        return subprocess.run(
+            cmd, env=self._env(), stdin=subprocess.DEVNULL, timeout=timeout_s, text=True,
+            capture_output=capture,
+        )  # fmt: skip
+
     # ------------------------------------------------------------------------- protocol
     def services(self) -> list[str]:
         return list(COMPOSE_SERVICES)
@@ -407,30 +427,14 @@ class ComposeBackend:
         return ServiceStatus(name=service, state=state, endpoint=endpoint, ui=ui, log=log, detail=detail)
 
     def _addresses(self, service: str) -> tuple[str, str | None]:
-        e = self.settings.endpoints()
-        if service == "kafka":
-            return e.kafka_bootstrap, None
-        if service == "minio":
-            return e.s3_endpoint, e.s3_console
-        if service == "spark-master":
-            return e.spark_master, e.spark_master_ui
-        if service.startswith("spark-worker-"):
-            n = int(service.rsplit("-", 1)[1])
-            return f"{service} (registers with spark://spark-master:7077)", e.spark_worker_uis[n - 1]
-        return e.jupyter or "", e.jupyter
+        if service == "jupyter":
+            return self.settings.endpoints().jupyter or "", self.settings.endpoints().jupyter
+        return service_addresses(self.settings, service)
 
     def _probe(self, service: str) -> Callable[[], health.Health]:
-        s = self.settings
-        if service == "kafka":
-            return lambda: health.check_kafka(s, timeout_s=3.0)
-        if service == "minio":
-            return lambda: health.check_minio(s, timeout_s=3.0)
-        if service == "spark-master":
-            return lambda: health.check_spark(s, timeout_s=3.0)
-        if service.startswith("spark-worker-"):
-            n = int(service.rsplit("-", 1)[1])
-            return lambda: health.check_spark_worker(s, n, timeout_s=3.0)
-        return lambda: _check_jupyter(s)
+        if service == "jupyter":
+            return lambda: _check_jupyter(self.settings)
+        return service_probe(self.settings, service)
 
     def _wait_healthy(self, service: str) -> None:
         """The shared real-work check for ``service``, from this machine, until it passes."""
@@ -489,6 +493,49 @@ class ComposeBackend:
 
 
 # ------------------------------------------------------------------------------------ helpers
+def service_addresses(settings: Settings, service: str) -> tuple[str, str | None]:
+    """(endpoint, UI link) of one core service of the compose stack, for ``status``."""
+    e = settings.endpoints()
+    if service == "kafka":
+        return e.kafka_bootstrap, None
+    if service == "minio":
+        return e.s3_endpoint, e.s3_console
+    if service == "spark-master":
+        return e.spark_master, e.spark_master_ui
+    n = int(service.rsplit("-", 1)[1])
+    return f"{service} (registers with spark://spark-master:7077)", e.spark_worker_uis[n - 1]
+
+
+def service_probe(settings: Settings, service: str) -> Callable[[], health.Health]:
+    """The shared real-work health check of one core service, with the addresses in ``settings``."""
+    if service == "kafka":
+        return lambda: health.check_kafka(settings, timeout_s=3.0)
+    if service == "minio":
+        return lambda: health.check_minio(settings, timeout_s=3.0)
+    if service == "spark-master":
+        return lambda: health.check_spark(settings, timeout_s=3.0)
+    if service.startswith("spark-worker-"):
+        n = int(service.rsplit("-", 1)[1])
+        return lambda: health.check_spark_worker(settings, n, timeout_s=3.0)
+    raise UnknownServiceError(service, list(CORE_SERVICES))
+
+
+def compose_unavailable() -> str | None:
+    """Why the compose backend cannot run here (no CLI, no engine, no plugin), or None."""
+    if shutil.which("docker") is None:
+        return "no docker CLI"
+    if not docker_engine_answers():
+        return "no Docker engine answers"
+    try:
+        proc = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return "`docker compose version` did not answer"
+    if proc.returncode != 0:
+        return "Docker answers but the compose plugin is missing (scripts/ensure-docker.sh builds it)"
+    return None
+
+
 def _parse_ps(out: str) -> list[dict]:
     """Compose >= 2.21 prints one JSON object per line; older versions print one JSON array."""
     text = out.strip()

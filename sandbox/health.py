@@ -117,7 +117,7 @@ def require(settings: Settings, *services: ServiceName) -> None:
 
 
 def spark_master_status(settings: Settings, *, timeout_s: float = 5.0) -> dict:
-    with urllib.request.urlopen(settings.endpoints().spark_master_ui + "/json/", timeout=timeout_s) as resp:
+    with urllib.request.urlopen(settings.spark_status_url() + "/json/", timeout=timeout_s) as resp:
         return json.loads(resp.read())
 
 

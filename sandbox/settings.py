@@ -94,6 +94,15 @@ class Settings:
     checkpoint_dir: Path | None = None
     #: A Java installation to use instead of the ``java`` on PATH (``JAVA_HOME``).
     java_home: Path | None = None
+    #: The Spark master's UI as reached from inside the compose network (health checks only;
+    #: ``endpoints().spark_master_ui`` stays the link a browser on this machine opens).
+    spark_master_ui_internal: str | None = None
+    #: Inside the jupyter container: the stack runs already and this code only attaches to it
+    #: (``OSL_ATTACHED=1``; see :mod:`sandbox.attached`).
+    attached: bool = False
+    #: An extra CA bundle image builds trust (a TLS-inspecting proxy's CA), passed as a build
+    #: secret; from ``OSL_BUILD_CA_BUNDLE``, else ``SSL_CERT_FILE`` when that file exists.
+    build_ca_bundle: Path | None = None
     start_timeout_s: float = 120.0
 
     @classmethod
@@ -107,8 +116,9 @@ class Settings:
         ``JAVA_HOME`` (the Java the local backend runs),
         ``OSL_PORT_OFFSET`` (add to every port), ``OSL_MAVEN_REPO`` (a mirror); inside the
         compose network also ``OSL_KAFKA_BOOTSTRAP``, ``OSL_S3_ENDPOINT``, ``OSL_SPARK_MASTER``,
-        ``OSL_CHECKPOINT_ROOT``, ``OSL_S3_ACCESS_KEY``, ``OSL_S3_SECRET_KEY``, ``OSL_BUCKET`` and
-        ``SPARK_LOCAL_HOSTNAME`` (the driver's address for executors).
+        ``OSL_CHECKPOINT_ROOT``, ``OSL_S3_ACCESS_KEY``, ``OSL_S3_SECRET_KEY``, ``OSL_BUCKET``,
+        ``OSL_SPARK_MASTER_UI_INTERNAL``, ``OSL_ATTACHED`` and ``SPARK_LOCAL_HOSTNAME`` (the
+        driver's address for executors); for image builds ``OSL_BUILD_CA_BUNDLE``.
         """
         env = os.environ if environ is None else environ
         offset_text = env.get("OSL_PORT_OFFSET", "0")
@@ -131,6 +141,9 @@ class Settings:
             "driver_host": env.get("SPARK_LOCAL_HOSTNAME") or None,
             "checkpoint_dir": Path(env["OSL_CHECKPOINT_ROOT"]) if env.get("OSL_CHECKPOINT_ROOT") else None,
             "java_home": Path(env["JAVA_HOME"]) if env.get("JAVA_HOME") else None,
+            "spark_master_ui_internal": env.get("OSL_SPARK_MASTER_UI_INTERNAL") or None,
+            "attached": env.get("OSL_ATTACHED", "").lower() in ("1", "true", "yes"),
+            "build_ca_bundle": _build_ca_bundle(env),
         }
         for key, name in (("s3_access_key", "OSL_S3_ACCESS_KEY"), ("s3_secret_key", "OSL_S3_SECRET_KEY"), ("bucket", "OSL_BUCKET")):
             if env.get(name):
@@ -156,6 +169,10 @@ class Settings:
             ),
             jupyter=f"http://{h}:{p.jupyter}" if self.backend == "compose" else None,
         )
+
+    def spark_status_url(self) -> str:
+        """Where this process reaches the master's UI (inside the compose network: by name)."""
+        return self.spark_master_ui_internal or self.endpoints().spark_master_ui
 
     @property
     def checkpoint_root(self) -> Path:
@@ -191,6 +208,13 @@ def docker_engine_answers(timeout_s: float = 3.0) -> bool:
     except (subprocess.TimeoutExpired, OSError):
         return False
     return proc.returncode == 0 and proc.stdout.strip() not in ("", "<no value>")
+
+
+def _build_ca_bundle(env: Mapping[str, str]) -> Path | None:
+    for name in ("OSL_BUILD_CA_BUNDLE", "SSL_CERT_FILE"):
+        if env.get(name) and Path(env[name]).is_file():
+            return Path(env[name])
+    return None
 
 
 def _backend_kind(text: str) -> BackendKind:

@@ -21,10 +21,38 @@ MINIO_MODULE = "github.com/minio/minio"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 GO_MIN = (1, 24)
 
-#: Docker images used by docker-compose.yml (everything else is built from docker/Dockerfile).
-KAFKA_IMAGE = f"apache/kafka:{KAFKA}"
-PYTHON_IMAGE = f"python:{PYTHON}-slim-bookworm"
+#: The two base images docker/Dockerfile starts FROM; every image docker-compose.yml runs is built
+#: from them. Where no registry answers, scripts/ensure-docker.sh builds both locally under these
+#: same tags (debootstrap for Debian; Go's toolchain module GO_TOOLCHAIN on top of it).
+DEBIAN_IMAGE = "debian:bookworm-slim"
 GO_IMAGE = "golang:1.24-bookworm"
+GO_TOOLCHAIN = "1.24.13"
+
+#: Tags of the sandbox's own images (docker-compose.yml names them; the Dockerfile builds them).
+SPARK_IMAGE = f"ordered-stream-lab/spark:{PYSPARK}-python{PYTHON}"
+KAFKA_IMAGE = f"ordered-stream-lab/kafka:{KAFKA}"
+MINIO_IMAGE = f"ordered-stream-lab/minio:{MINIO_VERSION}"
+
+
+
+def image_build_env() -> dict[str, str]:
+    """The ``OSL_*`` variables docker-compose.yml turns into the Dockerfile's build args and tags.
+
+    ``python -m sandbox`` passes these to every compose command, so a version bump here flows into
+    the images; the compose file's defaults repeat them for a bare ``docker compose``.
+    """
+    return {
+        "OSL_DEBIAN_IMAGE": DEBIAN_IMAGE,
+        "OSL_GO_IMAGE": GO_IMAGE,
+        "OSL_PYTHON_VERSION": PYTHON,
+        "OSL_PYSPARK_VERSION": PYSPARK,
+        "OSL_KAFKA_VERSION": KAFKA,
+        "OSL_HADOOP_VERSION": HADOOP,
+        "OSL_MINIO_MODULE": MINIO_MODULE,
+        "OSL_MINIO_VERSION": MINIO_VERSION,
+        "OSL_JAVA_PACKAGE": f"openjdk-{JAVA_MIN}-jre-headless",
+    }
+
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 

@@ -341,7 +341,8 @@ small_floats = st.sampled_from([1e-05, -5e-05, 1e16, -2.5e17, 1e-300, 0.0, -0.0,
 tricky_rows = st.builds(
     lambda rid, cells: {"id": rid, **cells},
     names,
-    st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(scalars, small_floats), max_size=5),
+    # a cell named "id" would replace the row id (with a null, say): not a valid row to encode
+    st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: k != "id"), st.one_of(scalars, small_floats), max_size=5),
 )
 tricky_messages = st.one_of(
     messages,

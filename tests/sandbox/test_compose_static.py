@@ -212,8 +212,8 @@ def test_dockerfile_converts_to_buildkit_llb_for_both_targets_without_lint_warni
     from sandbox import versions
 
     assert f"base image docker.io/library/{versions.GO_IMAGE}" in proc.stdout
-    assert f"base image docker.io/library/{versions.PYTHON_IMAGE}" in proc.stdout
-    assert "target minio: user=minio cmd=[server /data" in proc.stdout
+    assert f"base image docker.io/library/{versions.DEBIAN_IMAGE}" in proc.stdout
+    assert "target minio: user=sandbox cmd=[server /data" in proc.stdout
     assert "target spark: user=sandbox" in proc.stdout
     assert "OSL_CACHE_DIR=/opt/osl-cache" in proc.stdout
 
@@ -287,9 +287,10 @@ def test_every_osl_variable_compose_reads_is_documented_in_env_example():
     assert set(used) == set(documented)
     for name, default in used.items():
         assert documented[name] == default, name
-    # ComposeBackend passes everything but the token, the build uid and the mirror from Settings.
+    # ComposeBackend passes everything but the token, the build uid, the mirror and the CA bundle
+    # (those two when set) from Settings and versions.py.
     assert set(used) - set(compose_environment(make_settings(Path("/tmp")))) == {
-        "OSL_JUPYTER_TOKEN", "OSL_UID", "OSL_MAVEN_REPO",
+        "OSL_JUPYTER_TOKEN", "OSL_UID", "OSL_MAVEN_REPO", "OSL_BUILD_CA_BUNDLE",
     }  # fmt: skip
 
 

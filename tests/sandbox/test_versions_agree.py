@@ -22,22 +22,18 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 ONE_SHOT_LABEL = "org.ordered-stream-lab.one-shot"
 
-#: Tags of the images docker/Dockerfile builds (compose names them).
-SPARK_IMAGE_TAG = f"{versions.PYSPARK}-python{versions.PYTHON}"
-MINIO_IMAGE_TAG = versions.MINIO_VERSION
+#: The image each Dockerfile target becomes (compose names them; versions.py pins the tags).
+TARGET_IMAGES = {"spark": versions.SPARK_IMAGE, "kafka": versions.KAFKA_IMAGE, "minio": versions.MINIO_IMAGE}
 
-#: Dockerfile build args and the value sandbox/versions.py gives each.
-EXPECTED_ARGS = {
-    "PYTHON_IMAGE": versions.PYTHON_IMAGE,
-    "GO_IMAGE": versions.GO_IMAGE,
-    "PYTHON_VERSION": versions.PYTHON,
-    "PYSPARK_VERSION": versions.PYSPARK,
-    "KAFKA_VERSION": versions.KAFKA,
-    "HADOOP_VERSION": versions.HADOOP,
-    "MINIO_MODULE": versions.MINIO_MODULE,
-    "MINIO_VERSION": versions.MINIO_VERSION,
-    "JAVA_PACKAGE": f"openjdk-{versions.JAVA_MIN}-jre-headless",
-}
+#: Dockerfile build arg -> the OSL_* variable compose feeds it from -> the value versions.py gives.
+BUILD_ENV = versions.image_build_env()
+EXPECTED_ARGS = {name.removeprefix("OSL_"): value for name, value in BUILD_ENV.items()}
+ARG_NAMES = {
+    "DEBIAN_IMAGE": "OSL_DEBIAN_IMAGE", "GO_IMAGE": "OSL_GO_IMAGE", "PYTHON_VERSION": "OSL_PYTHON_VERSION",
+    "PYSPARK_VERSION": "OSL_PYSPARK_VERSION", "KAFKA_VERSION": "OSL_KAFKA_VERSION",
+    "HADOOP_VERSION": "OSL_HADOOP_VERSION", "MINIO_MODULE": "OSL_MINIO_MODULE",
+    "MINIO_VERSION": "OSL_MINIO_VERSION", "JAVA_PACKAGE": "OSL_JAVA_PACKAGE",
+}  # fmt: skip
 
 #: Host-port variables in docker-compose.yml and the default port sandbox/settings.py uses.
 PORT_DEFAULTS = {
@@ -96,30 +92,43 @@ def problems_with_dockerfile_args(text: str) -> list[str]:
     return problems
 
 
+def resolve_defaults(text: str) -> str:
+    """``${VAR:-default}`` -> ``default``: what a bare ``docker compose`` uses."""
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", text)
+
+
 def problems_with_images(compose: dict) -> list[str]:
-    """Kafka is the pinned official image; our own images carry the pinned versions as tags."""
+    """Every image is built here from docker/Dockerfile, tagged with versions.py's pins, and its
+    build args are exactly the pinned versions, fed from the OSL_* variables versions.py sets."""
     problems = []
-    services = compose["services"]
-    if services["kafka"].get("image") != versions.KAFKA_IMAGE:
-        problems.append(f"kafka image is {services['kafka'].get('image')!r}, expected {versions.KAFKA_IMAGE!r}")
-    for name, service in services.items():
+    for name, service in compose["services"].items():
         image = service.get("image")
+        build = service.get("build")
         if image is None:
             problems.append(f"{name}: no image name (an unnamed build gets no pinned tag)")
             continue
-        _, tag, digest = image_ref(image)
+        if not isinstance(build, dict):
+            problems.append(f"{name}: image {image!r} is not built from docker/Dockerfile (no registry here)")
+            continue
+        target = build.get("target")
+        want = TARGET_IMAGES.get(target or "")
+        if want is None:
+            problems.append(f"{name}: builds unknown Dockerfile target {target!r}")
+        elif resolve_defaults(image) != want:
+            problems.append(f"{name}: builds target {target} but tags it {resolve_defaults(image)!r}, expected {want!r}")
+        _, tag, digest = image_ref(resolve_defaults(image))
         if digest is None and tag in (None, "", "latest"):
             problems.append(f"{name}: image {image!r} is not pinned to a version tag")
-        build = service.get("build")
-        if build is not None:
-            target = build.get("target") if isinstance(build, dict) else None
-            want = {"spark": SPARK_IMAGE_TAG, "minio": MINIO_IMAGE_TAG}.get(target or "")
-            if want is None:
-                problems.append(f"{name}: builds unknown Dockerfile target {target!r}")
-            elif tag != want:
-                problems.append(f"{name}: builds target {target} but tags it {tag!r}, expected {want!r}")
-            if service.get("pull_policy") != "build":
-                problems.append(f"{name}: a built image needs pull_policy: build (never pulled from a registry)")
+        if service.get("pull_policy") != "build":
+            problems.append(f"{name}: a built image needs pull_policy: build (never pulled from a registry)")
+        args = build.get("args") or {}
+        for arg, var in ARG_NAMES.items():
+            got = str(args.get(arg, ""))
+            expected = f"${{{var}:-{BUILD_ENV[var]}}}"
+            if got != expected:
+                problems.append(f"{name}: build arg {arg} is {got!r}, expected {expected!r}")
+        if "osl_ca" not in (build.get("secrets") or []):
+            problems.append(f"{name}: build without the osl_ca secret (downloads behind a TLS proxy fail)")
     return problems
 
 
@@ -200,17 +209,17 @@ def test_version_rule_notices_a_drifted_build_arg():
     text = DOCKERFILE.read_text().replace(f"ARG PYSPARK_VERSION={versions.PYSPARK}", "ARG PYSPARK_VERSION=3.5.0")
     assert any("PYSPARK_VERSION" in p for p in problems_with_dockerfile_args(text))
     text = DOCKERFILE.read_text().replace(
-        f"ARG PYTHON_IMAGE={versions.PYTHON_IMAGE}", "ARG PYTHON_IMAGE=python:3.12-slim"
+        f"ARG DEBIAN_IMAGE={versions.DEBIAN_IMAGE}", "ARG DEBIAN_IMAGE=debian:trixie-slim"
     )
-    assert any("PYTHON_IMAGE" in p for p in problems_with_dockerfile_args(text))
+    assert any("DEBIAN_IMAGE" in p for p in problems_with_dockerfile_args(text))
 
 
 def test_dockerfile_stages_start_from_pinned_build_args_only():
     text = DOCKERFILE.read_text()
     stages = re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", text, re.M | re.I)
     for base in re.findall(r"^FROM\s+(\S+)", text, re.M | re.I):
-        assert base in ("${PYTHON_IMAGE}", "${GO_IMAGE}") or base in stages, f"FROM {base} is not a pinned base"
-    assert {"minio-build", "minio", "spark"} <= set(stages)
+        assert base in ("${DEBIAN_IMAGE}", "${GO_IMAGE}") or base in stages, f"FROM {base} is not a pinned base"
+    assert {"minio-build", "minio", "spark", "kafka"} <= set(stages)
 
 
 def test_go_image_is_new_enough_to_build_minio():
@@ -231,14 +240,24 @@ def test_image_rule_notices_unpinned_or_drifted_images():
     compose = load_compose()
     broken = copy.deepcopy(compose)
     broken["services"]["kafka"]["image"] = "apache/kafka:latest"
-    found = problems_with_images(broken)
-    assert any("kafka image" in p for p in found) and any("not pinned" in p for p in found)
+    del broken["services"]["kafka"]["build"]
+    assert any("kafka" in p and "not built" in p for p in problems_with_images(broken))
     broken = copy.deepcopy(compose)
     broken["services"]["minio"]["image"] = "ordered-stream-lab/minio"
     assert any("minio" in p and "not pinned" in p for p in problems_with_images(broken))
     broken = copy.deepcopy(compose)
     broken["services"]["jupyter"]["image"] = "ordered-stream-lab/spark:3.5.0-python3.11"
-    assert any("jupyter" in p and SPARK_IMAGE_TAG in p for p in problems_with_images(broken))
+    assert any("jupyter" in p and versions.SPARK_IMAGE in p for p in problems_with_images(broken))
+    broken = copy.deepcopy(compose)
+    broken["services"]["kafka"]["build"]["args"] = dict(broken["services"]["kafka"]["build"]["args"])
+    broken["services"]["kafka"]["build"]["args"]["PYSPARK_VERSION"] = "3.5.0"
+    assert any("kafka: build arg PYSPARK_VERSION" in p for p in problems_with_images(broken))
+
+
+def test_every_version_var_sandbox_sets_reaches_a_build_arg():
+    # A variable in image_build_env() that no build arg reads would be a pin that changes nothing.
+    assert set(ARG_NAMES.values()) == set(BUILD_ENV)
+    assert set(ARG_NAMES) <= set(dockerfile_args(DOCKERFILE.read_text()))
 
 
 def test_every_published_port_is_bound_to_localhost():

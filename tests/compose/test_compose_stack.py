@@ -1,0 +1,130 @@
+"""The docker compose stack for real: healthy, attached from JupyterLab, the demo's pipeline verified
+inside it, service faults through ``python -m sandbox``, and what ``down`` and ``reset`` keep.
+
+The tests run in file order on one stack (session fixture); the last one takes it down and up.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+from sandbox.backend import ServiceState
+from sandbox.compose import COMPOSE_SERVICES, _parse_ps
+from sandbox.health import s3_client
+
+NAMED_VOLUMES = {"kafka-data", "minio-data", "checkpoints", "sandbox-state"}
+
+
+def _ps(stack) -> dict[str, dict]:
+    out = subprocess.run(stack.compose_argv("ps", "--all", "--format", "json"), capture_output=True, text=True,
+                         env=stack._env(), check=True).stdout  # fmt: skip
+    return {r["Service"]: r for r in _parse_ps(out)}
+
+
+def _states(sandbox_cli) -> dict[str, str]:
+    proc = sandbox_cli("status", "--json")
+    return {s["name"]: s["state"] for s in json.loads(proc.stdout)}
+
+
+def _volumes(stack) -> set[str]:
+    out = subprocess.run(
+        ["docker", "volume", "ls", "--quiet", "--filter", f"label=com.docker.compose.project={stack.project_name}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return {name.removeprefix(f"{stack.project_name}_") for name in out.split()}
+
+
+def test_every_service_passes_its_compose_healthcheck(stack):
+    ps = _ps(stack)
+    assert {name: ps[name].get("Health") for name in COMPOSE_SERVICES} == {name: "healthy" for name in COMPOSE_SERVICES}
+    assert ps["minio-init"]["State"] == "exited" and ps["minio-init"]["ExitCode"] == 0
+    assert [s.state for s in stack.status()] == [ServiceState.RUNNING] * len(COMPOSE_SERVICES)
+
+
+def test_code_in_jupyter_attaches_to_the_stack_and_prints_host_links(stack):
+    probe = (
+        "from sandbox import Settings, open_sandbox\n"
+        "s = Settings.from_env(); sb = open_sandbox(s, progress=lambda m: None); sb.up()\n"
+        "e = sb.endpoints()\n"
+        "print(type(sb).__name__, e.kafka_bootstrap, e.spark_master, e.spark_master_ui, e.s3_console, e.jupyter)\n"
+        "print(*[st.state for st in sb.status()])\n"
+    )
+    proc = stack.run_in("jupyter", ["python", "-c", probe], capture=True, timeout_s=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kind, kafka, master, master_ui, console, jupyter = proc.stdout.splitlines()[0].split()
+    p = stack.settings.ports
+    assert (kind, kafka, master) == ("AttachedSandbox", "kafka:19092", "spark://spark-master:7077")
+    # the links a browser on the host opens: published ports on 127.0.0.1, moved by the offset
+    assert master_ui == f"http://127.0.0.1:{p.spark_master_ui}"
+    assert console == f"http://127.0.0.1:{p.minio_console}"
+    assert jupyter == f"http://127.0.0.1:{p.jupyter}"
+    assert proc.stdout.splitlines()[1].split() == ["running"] * 5
+
+
+def test_demo_pipeline_inside_the_stack_gives_a_clean_verdict(stack):
+    # Producers and the Spark driver in the jupyter container, executors on the compose workers,
+    # the verifier reading the lake in MinIO: the same demo.py `make demo` runs.
+    proc = stack.run_in("jupyter", ["python", "/opt/osl/demo.py", "--duration", "20"], capture=True, timeout_s=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "== 4. verifying" in out and "spark://spark-master:7077" in out
+
+
+def test_a_workbook_chapter_passes_nbval_inside_jupyter(stack):
+    # Chapter 01 (producers into Kafka, the ledger): everything in it runs attached. Chapter 00
+    # also kills a worker, which needs Docker on the host and so cannot run from the container.
+    root = stack.compose_file.parent
+    for src, dest in (("tests/nbval_sanitize.cfg", "/tmp/nbval_sanitize.cfg"),
+                      ("tests/ipython/profile_default/ipython_kernel_config.py",
+                       "/tmp/ipython/profile_default/ipython_kernel_config.py")):  # fmt: skip
+        subprocess.run(stack.compose_argv("exec", "-T", "jupyter", "mkdir", "-p", dest.rsplit("/", 1)[0]),
+                       env=stack._env(), check=True)  # fmt: skip
+        subprocess.run(stack.compose_argv("cp", str(root / src), f"jupyter:{dest}"), env=stack._env(), check=True)
+    proc = stack.run_in(
+        "jupyter",
+        ["env", "IPYTHONDIR=/tmp/ipython", "python", "-m", "pytest", "-p", "no:cacheprovider", "--nbval",
+         "--nbval-current-env", "--nbval-cell-timeout=600", "--nbval-sanitize-with=/tmp/nbval_sanitize.cfg",
+         "/workspace/notebooks/01-snapshot-update-producers.ipynb"],
+        capture=True, timeout_s=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+def test_pause_resume_kill_and_restart_through_python_m_sandbox(stack, sandbox_cli):
+    paused = sandbox_cli("pause", "kafka")
+    assert paused.returncode == 0, paused.stderr
+    assert _states(sandbox_cli)["kafka"] == "paused"
+    resumed = sandbox_cli("resume", "kafka")
+    assert resumed.returncode == 0, resumed.stderr
+    assert _states(sandbox_cli)["kafka"] == "running"
+
+    killed = sandbox_cli("kill", "spark-worker-2")
+    assert killed.returncode == 0, killed.stderr
+    assert _states(sandbox_cli)["spark-worker-2"] == "stopped"
+    assert "exited with code 137" in sandbox_cli("status").stdout
+    restarted = sandbox_cli("restart", "spark-worker-2")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert set(_states(sandbox_cli).values()) == {"running"}
+
+
+def test_down_keeps_named_volumes_and_reset_removes_them(stack, sandbox_cli):
+    key = f"lane/{uuid.uuid4().hex}.txt"
+    s3_client(stack.settings).put_object(Bucket=stack.settings.bucket, Key=key, Body=b"kept")
+
+    down = sandbox_cli("down")
+    assert down.returncode == 0, down.stderr
+    assert _ps(stack) == {}
+    assert NAMED_VOLUMES <= _volumes(stack)
+
+    up = sandbox_cli("up")
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    body = s3_client(stack.settings).get_object(Bucket=stack.settings.bucket, Key=key)["Body"].read()
+    assert body == b"kept"
+
+    reset = sandbox_cli("reset", "--yes")
+    assert reset.returncode == 0, reset.stderr
+    assert _ps(stack) == {}
+    assert _volumes(stack) & NAMED_VOLUMES == set()
