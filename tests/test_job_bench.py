@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
+
+from tests.bench_scripts import loaded
 
 
 @pytest.fixture(scope="module")
 def job_bench():
-    path = Path(__file__).resolve().parent.parent / "bench" / "job_bench.py"
-    spec = importlib.util.spec_from_file_location("job_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["job_bench"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("job_bench", None)
+    yield from loaded("job_bench")
 
 
 def test_latency_is_the_earliest_visible_output_minus_event_time(job_bench):

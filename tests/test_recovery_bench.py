@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from tests.bench_scripts import loaded
+
 T0 = 1_700_000_000_000  # ms
 
 
 @pytest.fixture(scope="module")
 def rb():
-    path = Path(__file__).resolve().parent.parent / "bench" / "recovery_bench.py"
-    spec = importlib.util.spec_from_file_location("recovery_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["recovery_bench"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("recovery_bench", None)
+    yield from loaded("recovery_bench")
 
 
 def make_run(rb, system="job", events=(), highs=(), visible=()):
