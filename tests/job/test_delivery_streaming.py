@@ -1,0 +1,76 @@
+"""Delivery semantics on the sandbox: the driver killed between the offsets and commit logs,
+and a foreachBatch sink replayed after a crash before its commit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from job import checkpoints, lake
+from job.delivery import kill_between_logs
+from job.verify_spark import verify_lake
+from producers.ledger import S3Target
+from producers.run import Runner, new_run_id
+from tests import kafka_runs
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+def backlog(sandbox, tmp_path):
+    """A clean run of about 800 records in fresh topics; returns (prefix, ledger)."""
+    cfg = kafka_runs.run_config(sandbox.settings.endpoints().kafka_bootstrap, tmp_path / "ledger", sites=2, sessions=1,
+                                session_length=400, rate=3000, duration=60, snapshot_every=40, seed=4, run_id=new_run_id())  # fmt: skip
+    assert Runner(cfg).run().error is None
+    return cfg.topic_prefix, cfg.ledger
+
+
+def _fs(settings):
+    return S3Target(endpoint=settings.endpoints().s3_endpoint, access_key=settings.s3_access_key,
+                    secret_key=settings.s3_secret_key).filesystem()  # fmt: skip
+
+
+def test_driver_killed_between_offsets_and_commit_reruns_the_batch_exactly_once(sandbox, spark, backlog, tmp_path):
+    prefix, ledger = backlog
+    settings = sandbox.settings
+    output = f"s3a://{settings.bucket}/itest/kill-{uuid.uuid4().hex[:8]}"
+    checkpoint = tmp_path / "ckpt"
+    argv = [sys.executable, "-m", "job", "run", "--prefix", prefix, "--output", output, "--checkpoint", str(checkpoint),
+            "--trigger", "1 second", "--max-offsets-per-trigger", "150", "--conf", "spark.sql.shuffle.partitions=6"]  # fmt: skip
+    fs, sink = _fs(settings), output + "/sessions-out"
+    kill = kill_between_logs(argv, query_checkpoint=checkpoint / "sessions", fs=fs, sink_path=sink, min_batch=1,
+                             env=dict(os.environ), log=tmp_path / "first.log")  # fmt: skip
+    n = kill.batch
+    assert kill.offsets[-1] == n and n not in kill.commits and n not in kill.sink_log_batches and kill.uncommitted_files
+    planned = (checkpoint / "sessions" / "offsets" / str(n)).read_text()
+
+    done = subprocess.run([*argv, "--until-drained"], env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (checkpoint / "sessions" / "offsets" / str(n)).read_text() == planned  # re-run with the same offsets
+    assert n in checkpoints.log_state(checkpoint / "sessions").commits
+    rows = lake.read_output(spark, sink, "rows").toPandas()
+    assert not rows.duplicated(["session", "topic", "partition", "offset", "row_id"]).any()
+    assert set(kill.uncommitted_files) <= set(checkpoints.uncommitted_files(fs, sink))  # still in the bucket, unread
+    report = verify_lake(settings, ledger=ledger, lake=output, policy="resync", spark=spark)
+    assert report.ok, report.summary()
+
+
+@pytest.mark.parametrize(("sink", "duplicated"), [("append", True), ("idempotent", False)])
+def test_foreach_batch_replay_duplicates_unless_the_sink_is_idempotent(sink, duplicated, sandbox, spark, backlog, tmp_path):
+    prefix, _ = backlog
+    out = f"s3a://{sandbox.settings.bucket}/itest/foreach-{sink}-{uuid.uuid4().hex[:8]}"
+    argv = [sys.executable, "-m", "job.delivery", "--prefix", prefix, "--sink", sink, "--output", out,
+            "--checkpoint", str(tmp_path / "ckpt"), "--max-offsets-per-trigger", "300"]  # fmt: skip
+    crashed = subprocess.run([*argv, "--die-after-batch", "1"], capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    finished = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    written = spark.read.parquet(out).toPandas()
+    extra = len(written) - len(written.drop_duplicates(["topic", "partition", "offset"]))
+    batch_one = int((written.batch_id == 1).sum())  # both attempts of batch 1 under append
+    assert batch_one > 0
+    assert extra == (batch_one // 2 if duplicated else 0)
