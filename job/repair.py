@@ -22,7 +22,9 @@ The six steps, as :func:`plan_repair` and :func:`apply_repair` carry them out:
 5. back up, then remove, the checkpoint (both locations: ``sessions`` and ``raw``);
 6. start the job from those offsets, dropping each session's records before its own cut
    (:attr:`job.config.JobConfig.session_cuts`): they are in the kept output already, and a
-   session state that starts empty would otherwise quarantine them as orphans.
+   session state that starts empty would otherwise quarantine them as orphans. A session
+   state that starts empty and meets a snapshot first opens there without counting a gap
+   (:mod:`job.session`): the snapshot is the whole table.
 
 Why step 3 rewrites the output with a fresh log instead of deleting through Spark. A
 delete that keeps ``_spark_metadata`` consistent (a Spark job that drops the files after

@@ -497,8 +497,14 @@ class _Machine:
         if m.epoch < self.epoch or (m.epoch == self.epoch and (m.seq < self.next_seq or m.seq in self.held)):
             self.behind(m, record)
             return
+        joining = self.epoch < 0 and self.status == "new" and m.kind is Kind.SNAPSHOT
         if m.epoch > self.epoch:
             self.new_epoch(m.epoch)
+        if joining and m.seq > self.next_seq:
+            # A reader that meets the session first at a snapshot (a job restarted by a
+            # repair at the session's last snapshot, or started mid-stream) has missed
+            # nothing it could apply: the snapshot is the whole table. No gap to count.
+            self.next_seq = m.seq
         if m.seq > self.next_seq and self.policy == "window":
             if self.can_hold(m):
                 self.held[m.seq] = (m, record)

@@ -188,3 +188,15 @@ def test_cli_with_a_bad_partition_list_exits_2(tmp_path, capsys):
 
     assert main(["repair", "--partitions", "site-1:zero"]) == 2
     assert "'site-1:zero' is not topic:partition" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["strict", "resync", "window"])
+def test_a_session_resumed_at_its_snapshot_opens_without_a_gap(policy):
+    from job.session import Record, step
+
+    snap = json.dumps({"v": 1, "kind": "snapshot", "site": "a", "session": "s", "seq": 7, "epoch": 0, "ts": 1,
+                       "rows": [{"id": "r"}]}).encode()  # fmt: skip
+    up = json.dumps({"v": 1, "kind": "upsert", "site": "a", "session": "s", "seq": 8, "epoch": 0, "ts": 2,
+                     "row": {"id": "r", "x": 1}}).encode()  # fmt: skip
+    result = step(None, [Record(T, 0, 40, "s", snap, 0), Record(T, 0, 41, "s", up, 0)], policy=policy, window=8)
+    assert (result.status.status, result.status.gaps, len(result.quarantine), result.status.applied) == ("open", 0, 0, 2)
