@@ -462,12 +462,18 @@ def backfill(
     out = replay.groupBy("session_key").applyInPandas(
         _replay_session(job_version, policy, window, _now_ms()), schema=lake.union_ddl()
     )
-    (
-        out.write.mode("overwrite" if overwrite else "errorifexists")
-        .option("compression", "zstd")
-        .partitionBy("output", "topic")
-        .parquet(root + "/sessions-out")
-    )
+    try:
+        (
+            out.write.mode("overwrite" if overwrite else "errorifexists")
+            .option("compression", "zstd")
+            .partitionBy("output", "topic")
+            .parquet(root + "/sessions-out")
+        )
+    except Exception as exc:  # a Python worker's error comes back wrapped in a Py4J/Spark one
+        stopped = _integrity_line(str(exc))
+        if stopped is None:
+            raise
+        raise BackfillError(f"replay under policy {policy}", root, f"{stopped}") from None
     result = BackfillResult(
         version=version, root=root, start_ms=span.start_ms, end_ms=span.end_ms, job_version=job_version,
         policy=policy, records=int(counts.records), in_range=int(counts.in_range),
@@ -476,6 +482,12 @@ def backfill(
     )  # fmt: skip
     _write_text(spark, _manifest(root), json.dumps(asdict(result)))
     return result
+
+
+def _integrity_line(text: str) -> str | None:
+    """The :class:`~job.errors.IntegrityError` message inside a Spark task failure, if any."""
+    match = re.search(r"IntegrityError: (.+)", text)
+    return match.group(1).strip() if match else None
 
 
 def _compact(ms: int) -> str:
@@ -622,11 +634,14 @@ def delete_topics(bootstrap: str, topic_prefix: str, *, timeout_s: float = 30.0)
             future.result(timeout=timeout_s)
         except Exception as exc:  # the admin API's KafkaException or a timeout
             raise BackfillError(f"topic {topic}", bootstrap, f"could not be deleted ({exc}); is the broker up?") from None
-    deadline = time.monotonic() + timeout_s
-    while any(t in admin.list_topics(timeout=timeout_s).topics for t in topics):
-        if time.monotonic() > deadline:
-            raise BackfillError(f"topics {topics}", bootstrap, f"still listed {timeout_s:.0f}s after deletion")
-        time.sleep(0.5)  # the controller removes topics asynchronously; metadata is polled
+    from sandbox.health import wait_for
+
+    # the controller removes topics asynchronously: wait until the metadata no longer lists them
+    gone = lambda: not any(t in admin.list_topics(timeout=timeout_s).topics for t in topics)  # noqa: E731
+    try:
+        wait_for(gone, timeout_s=timeout_s, what=f"deletion of {len(topics)} topic(s) {topic_prefix}*")
+    except TimeoutError as exc:
+        raise BackfillError(f"topics {topics}", bootstrap, f"{exc}; check the broker's log") from None
     return topics
 
 

@@ -142,3 +142,15 @@ def test_backfill_cli_refuses_bad_input_with_exit_2_before_spark_starts(argv, ex
     assert main(["backfill", *argv]) == 2
     err = capsys.readouterr().err
     assert expect in err and "Traceback" not in err
+
+
+def test_a_strict_stop_inside_a_spark_task_is_reported_by_its_integrity_message():
+    from job.backfill import _integrity_line
+
+    wrapped = (
+        "py4j.protocol.Py4JJavaError: An error occurred\n  File \"x.py\"\n"
+        'job.errors.IntegrityError: session "s1" topic t[0] offset 9: seq 4 after 2 (gap of 1); policy strict stops here\n'
+        "\tat org.apache.spark..."
+    )
+    assert _integrity_line(wrapped) == 'session "s1" topic t[0] offset 9: seq 4 after 2 (gap of 1); policy strict stops here'
+    assert _integrity_line("java.io.IOException: disk full") is None
