@@ -10,7 +10,8 @@ job three times on the sandbox's cluster:
    log, and the job restarts without the cap, so the first batch after the backup now
    covers everything left in Kafka. Its batch id is one the sink's log already holds: the
    sink skips it (and the empty batches after it), the checkpoint commits it, and the
-   records past what run 2 wrote never reach the lake. Nothing fails.
+   records past what run 2 wrote never reach the lake. Nothing fails: the skipped batch is
+   not even executed (its ``numInputRows`` is 0), so the state does not see its records.
 
 The returned :class:`TrapRun` has each run's batches (id, records read, whether the sink
 wrote them), for the chapter's plot; the verifier then reports the lost records.
@@ -34,7 +35,7 @@ __all__ = ["TrapRun", "reproduce_metadata_trap", "sink_log_batches"]
 @dataclass(frozen=True)
 class TrapRun:
     """What the trap left behind: the config to repair, the ledger to verify against, and
-    per batch of each run (``run``, ``batch``, ``records``, ``written``) what happened."""
+    per batch of each run (``run``, ``batch``, ``records``: Kafka records in its offset range, ``written``) what happened."""
 
     cfg: JobConfig
     ledger: str
@@ -66,9 +67,26 @@ def _commits(cfg: JobConfig) -> int:
     return len([f for f in folder.glob("[0-9]*") if f.name.isdigit()]) if folder.exists() else 0
 
 
+def _offsets(value) -> dict[str, dict[str, int]]:
+    import json
+
+    value = json.loads(value) if isinstance(value, str) else value
+    return value or {}
+
+
+def _batch_records(progress: dict) -> int:
+    """Kafka records a batch covered, from its offset range: a batch the sink skips is never
+    executed, so its ``numInputRows`` is 0 although the checkpoint moves past its records."""
+    total = 0
+    for source in progress.get("sources", []):
+        start, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
+        total += sum(int(o) - int(start.get(t, {}).get(p, 0)) for t, parts in end.items() for p, o in parts.items())
+    return total
+
+
 def _progress_frame(query, run: str, log_latest: int) -> pd.DataFrame:
     rows = [
-        {"run": run, "batch": int(p["batchId"]), "records": int(p["numInputRows"]), "written": int(p["batchId"]) > log_latest}
+        {"run": run, "batch": int(p["batchId"]), "records": _batch_records(p), "written": int(p["batchId"]) > log_latest}
         for p in query.recentProgress
     ]
     return pd.DataFrame(rows, columns=["run", "batch", "records", "written"]).drop_duplicates("batch", keep="last")
