@@ -161,7 +161,11 @@ def spark_session(settings: Settings, app_name: str, *, extra: dict[str, str] | 
 def _check_same_conf(running, wanted: dict[str, str]) -> None:
     from sandbox.errors import SandboxError
 
-    differ = [(key, running.get(key, None), value) for key, value in wanted.items() if running.get(key, None) != value]
+    def same(key: str, have: str | None, want: str) -> bool:
+        # Spark adds its own JVM flags (--add-opens ...) to the extraJavaOptions it was given
+        return have == want or (key.endswith("extraJavaOptions") and have is not None and want in have)
+
+    differ = [(key, running.get(key, None), value) for key, value in wanted.items() if not same(key, running.get(key, None), value)]
     if differ:
         key, have, want = differ[0]
         raise SandboxError(
