@@ -38,6 +38,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def stop_test_spark() -> None:
+    """Stop the SparkSession the tests share, if this process runs one (it holds cluster cores)."""
+    import sys
+
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context  # noqa: SLF001 - no public "is one running?"
+    if active is not None:
+        active.stop()
+
+
+def pytest_runtest_setup(item):
+    # A chapter runs its own driver (the kernel) and starts jobs beside it; with the tests'
+    # shared session still holding its cores, the cluster has none left for the job, which
+    # then waits for executors that never come.
+    if item.path.suffix == ".ipynb":
+        stop_test_spark()
+
+
 def pytest_sessionstart(session):
     session.config._sandbox_was_up = _any_service_up()
 

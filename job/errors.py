@@ -115,12 +115,23 @@ class DrainTimeoutError(JobError):
 
     exit_status = 1
 
-    def __init__(self, query: str, left: int, total: int, timeout_s: float) -> None:
+    def __init__(self, query: str, left: int, total: int, timeout_s: float, *, executors: int | None = None) -> None:
         self.query, self.left, self.total, self.timeout_s = query, left, total, timeout_s
+        self.executors = executors
+        if executors == 0:
+            why = (
+                "its application has no executors: the standalone cluster's cores are held by other applications "
+                "(a notebook's or a test's SparkSession, another job); stop one of them, or give the workers more "
+                "cores (OSL_SPARK_WORKER_CORES), and look at the running applications on the Spark master's UI"
+            )
+        else:
+            why = (
+                "it is alive but slower than the wait allows: wait longer (drain's timeout_s), lower the input "
+                "rate, or look at its batches in the Spark UI and the driver log"
+            )
         super().__init__(
             f"streaming query {query} still had {left} of {total} records to process after {timeout_s:.0f}s of "
-            f"draining; it is alive but slower than the wait allows: wait longer (drain's timeout_s), lower the "
-            f"input rate, or look at its batches in the Spark UI and the driver log"
+            f"draining; {why}"
         )
 
 

@@ -376,16 +376,27 @@ def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float 
                 interrupts.check()
                 raise_if_dead(query)
                 if time.monotonic() > deadline:
-                    raise DrainTimeoutError(query.name, records_left(query, targets), total, timeout_s)
+                    raise DrainTimeoutError(query.name, records_left(query, targets), total, timeout_s,
+                                            executors=executor_count(query))  # fmt: skip
                 left = records_left(query, targets)
                 ticker(lambda: f"[job] draining {query.name}: {left} of {total} records left, "
-                               f"{(first_left - left) / max(time.monotonic() - since, 1e-9):.0f} records/s, {ticker.elapsed_s:.0f}s")  # fmt: skip
+                               f"{(first_left - left) / max(time.monotonic() - since, 1e-9):.0f} records/s, {ticker.elapsed_s:.0f}s"
+                               + ("" if executor_count(query) != 0 else " (no executors yet: the cluster's cores are taken)"))  # fmt: skip
                 wait(query, 1.0)
             # the batch that reached the targets is committed once lastProgress reports it
     finally:
         ticker.close()
     for query in queries:
         query.stop()
+
+
+def executor_count(query) -> int | None:
+    """How many executors the query's application has now (the driver not counted); None when
+    it cannot be told (a Spark Connect session has no JVM here)."""
+    try:
+        return int(query._jsq.sparkSession().sparkContext().getExecutorIds().size())  # noqa: SLF001
+    except Exception:  # noqa: BLE001 - a diagnosis only; never fail a drain over it
+        return None
 
 
 def wait(query, seconds: float) -> None:

@@ -28,7 +28,12 @@ def bootstrap(sandbox) -> str:
 
 @pytest.fixture(scope="session")
 def spark(sandbox):
-    """A SparkSession on the sandbox's standalone cluster, shared by the session."""
+    """A SparkSession on the sandbox's standalone cluster, shared by the session.
+
+    The root conftest stops it before the first notebook runs (testpaths puts the notebooks
+    last): the cluster has cores for two applications, and a chapter's kernel plus the job
+    it starts are already two.
+    """
     from sandbox.spark import spark_session
 
     session = spark_session(sandbox.settings, "tests")

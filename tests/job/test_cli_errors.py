@@ -79,3 +79,12 @@ def test_the_old_prefix_flag_still_works_and_says_it_is_deprecated(tmp_path):
     done = _job("run", "--prefix", "collection-", env=env)
     assert done.stderr.startswith("warning: --prefix is deprecated") and "--topic-prefix" in done.stderr
     assert done.returncode == 2  # then the stopped sandbox, as with --topic-prefix
+
+
+def test_a_drain_timeout_without_executors_says_the_cluster_has_no_cores_left():
+    from job.errors import DrainTimeoutError
+
+    starved = str(DrainTimeoutError("q-sessions", 1604, 1604, 300, executors=0))
+    slow = str(DrainTimeoutError("q-sessions", 10, 1604, 300, executors=2))
+    assert "has no executors" in starved and "Spark master's UI" in starved and "slower" not in starved
+    assert "alive but slower" in slow and "no executors" not in slow
