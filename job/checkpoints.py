@@ -35,6 +35,7 @@ __all__ = [
     "count_kinds",
     "log_state",
     "raw_sink_frame",
+    "session_states",
     "read_commit",
     "read_offsets",
     "sink_data_files",
@@ -223,6 +224,31 @@ def state_rows(spark, checkpoint: str | Path, *, state_var: str | None = None, b
     if batch is not None:
         reader = reader.option("batchId", str(batch))
     return reader.load(str(_query_dir(checkpoint)))
+
+
+def session_states(spark, checkpoint: str | Path, *, batch: int | None = None):
+    """The job's stored sessions as of ``batch`` (default: the last committed), whichever
+    stateful operator wrote them: columns ``partition_id``, ``session_key`` and ``state``
+    (the bytes :meth:`job.session.SessionState.from_stored` reads).
+
+    The operators keep the same bytes in different places: ``transformWithState*`` in a
+    store per state variable (the job's is ``session``), its value a struct ``{state}``;
+    ``applyInPandasWithState`` in one store whose value nests it as ``groupState`` (next to
+    the timeout timestamp), depending on Spark's state format version.
+    """
+    from pyspark.sql import functions as F
+
+    name = state_metadata(spark, checkpoint).select("operatorName").first()["operatorName"]
+    keyed_by_var = "transformwithstate" in name.lower()
+    rows = state_rows(spark, checkpoint, state_var="session" if keyed_by_var else None, batch=batch)
+    value = rows.schema["value"].dataType
+    if "state" in value.fieldNames():
+        state = F.col("value.state")
+    elif "groupState" in value.fieldNames():
+        state = F.col("value.groupState.state")
+    else:  # pragma: no cover - a Spark whose state layout this code does not know yet
+        raise ValueError(f"state store of {name} in {checkpoint}: no state column in value schema {value.simpleString()}")
+    return rows.select("partition_id", "key.session_key", state.alias("state"))
 
 
 def count_kinds(files: Iterable[dict[str, Any]]) -> dict[str, int]:
