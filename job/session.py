@@ -38,7 +38,9 @@ What it does about them: the integrity policy
                 arrive, then applied in order. When a record lands further ahead, an
                 ``end`` or a newer epoch arrives while records are held, the gap is given
                 up on: held records go through the ``resync`` rules, and the ones refused
-                are quarantined as ``window-overflow``.
+                are quarantined as ``window-overflow``. A snapshot ahead of ``next_seq``
+                is never held: it is the whole table, so it settles the records held
+                before it the same way, is applied, and reopens the session.
     ``none``    apply every message that decodes, in arrival order (duplicates, stale and
                 orphan updates included); only records that do not decode or do not belong
                 to the session are quarantined. Counters and the status still record what
@@ -506,10 +508,15 @@ class _Machine:
             # nothing it could apply: the snapshot is the whole table. No gap to count.
             self.next_seq = m.seq
         if m.seq > self.next_seq and self.policy == "window":
-            if self.can_hold(m):
+            if m.kind is Kind.SNAPSHOT:
+                # A snapshot restates the whole table: nothing held before it still
+                # matters, and waiting behind the missing seq would only keep the stale
+                # table longer. Settle what it supersedes; what is held after it waits on.
+                self.give_up(before=m.seq)
+            elif self.can_hold(m):
                 self.held[m.seq] = (m, record)
                 return
-            if self.held:
+            elif self.held:
                 # Too far ahead, an `end`: the missing seqs are not coming. Settle what
                 # is held first, then look at this record again against the new position.
                 self.give_up()
@@ -562,9 +569,11 @@ class _Machine:
             and len(self.held) < self.window
         )
 
-    def give_up(self) -> None:
-        """The gap will not close: run the held records, in seq order, through the resync rules."""
-        held, self.held = sorted(self.held.items()), {}
+    def give_up(self, *, before: int | None = None) -> None:
+        """The gap will not close: run the held records (those below seq ``before``, when
+        given), in seq order, through the resync rules."""
+        held = sorted((seq, item) for seq, item in self.held.items() if before is None or seq < before)
+        self.held = {seq: item for seq, item in self.held.items() if before is not None and seq >= before}
         self.giving_up = True
         try:
             for _, (m, record) in held:

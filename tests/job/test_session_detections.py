@@ -184,12 +184,20 @@ def test_window_policy_does_not_wait_for_a_gap_past_an_end() -> None:
     assert reasons(s) == [("window-overflow", 3)] and s.status.status == "ended"
 
 
-def test_window_policy_applies_a_held_snapshot_when_it_gives_up() -> None:
+def test_window_policy_applies_a_snapshot_after_a_gap_instead_of_holding_it() -> None:
+    # seqs 2 and 3 are lost; the snapshot at 4 is the whole table, so nothing before it is
+    # worth waiting for: it is applied at once and the delete at 5 follows it
     s = run([BASE[0], BASE[1], BASE[4], BASE[5]], "window", window=3)
-    assert s.state.pending and s.state.table == {"a": r("a", 2), "b": r("b", 1)}  # still waiting for 2 and 3
-    flushed = flush(s.state)
-    assert flushed.state.pending == () and flushed.quarantine == []  # the snapshot resyncs, the delete follows it
-    assert flushed.state.table == FINAL and flushed.status.gaps == 1 and flushed.status.status == "open"
+    assert s.state.pending == () and s.quarantine == []
+    assert s.state.table == FINAL and s.status.gaps == 1 and s.status.status == "open"
+
+
+def test_window_policy_settles_what_a_snapshot_supersedes_and_keeps_holding_what_follows() -> None:
+    # seq 1 is lost; 2 and the delete at 5 are held; the snapshot at 4 supersedes 2
+    # (quarantined, not dropped), and the held 5 follows the snapshot before the end at 6
+    s = run([BASE[0], BASE[2], BASE[5], BASE[4], BASE[6]], "window", window=8)
+    assert reasons(s) == [("window-overflow", 2)]
+    assert s.state.pending == () and s.state.table == FINAL and s.status.status == "ended"
 
 
 def test_flush_quarantines_held_updates_as_window_overflow() -> None:
