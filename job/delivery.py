@@ -162,7 +162,7 @@ def make_sink(kind: SinkKind, path: str, *, die_after_batch: int | None = None) 
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m job.delivery", description="a foreachBatch query over the raw Kafka records")
-    parser.add_argument("--prefix", required=True, help="topic prefix")
+    parser.add_argument("--topic-prefix", "--prefix", dest="prefix", required=True, help="topic prefix")
     parser.add_argument("--sink", choices=("append", "idempotent"), required=True)
     parser.add_argument("--output", required=True, help="s3a:// path the sink writes")
     parser.add_argument("--checkpoint", type=Path, required=True)

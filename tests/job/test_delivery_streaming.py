@@ -63,7 +63,7 @@ def test_driver_killed_between_offsets_and_commit_reruns_the_batch_exactly_once(
 def test_foreach_batch_replay_duplicates_unless_the_sink_is_idempotent(sink, duplicated, sandbox, spark, backlog, tmp_path):
     prefix, _ = backlog
     out = f"s3a://{sandbox.settings.bucket}/itest/foreach-{sink}-{uuid.uuid4().hex[:8]}"
-    argv = [sys.executable, "-m", "job.delivery", "--prefix", prefix, "--sink", sink, "--output", out,
+    argv = [sys.executable, "-m", "job.delivery", "--topic-prefix", prefix, "--sink", sink, "--output", out,
             "--checkpoint", str(tmp_path / "ckpt"), "--max-offsets-per-trigger", "300"]  # fmt: skip
     crashed = subprocess.run([*argv, "--die-after-batch", "1"], capture_output=True, text=True, timeout=600, start_new_session=True)
     assert crashed.returncode == -9, crashed.stderr[-2000:]
