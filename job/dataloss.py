@@ -1,0 +1,336 @@
+"""Kafka data loss: which records the broker gave up before the job read them, and how long
+retention must be for that not to happen.
+
+Kafka keeps a partition's records from its *log start offset* (the low watermark) to its
+end (the high watermark). Two things move the start past records a stopped job has not
+read yet:
+
+- **retention**: a topic's ``retention.ms`` deletes whole segments whose newest record is
+  older than that (checked every ``log.retention.check.interval.ms``); the log start jumps
+  to the oldest segment left. ``AdminClient.delete_records`` moves it the same way, by hand.
+- **storage loss**: a partition's log directory is gone; the broker starts that partition
+  again, empty, so its *end* offset drops below what the checkpoint already read.
+
+The job's checkpoint says up to where each query read (``offsets/<n>`` of its last
+committed batch). :func:`unread_deleted` compares that with Kafka's log start offsets and
+returns the deleted, unread ranges as :class:`DeletedRange` (the verifier takes them:
+``job.verify.check(..., deleted=...)`` allows exactly those records as ``lost`` and the
+resync each loss causes up to its session's next snapshot). :func:`rewound_partitions`
+finds the partitions whose end went backwards, the ones ``python -m job repair
+--partitions`` must repair. :func:`retention_table` does the sources' arithmetic: time to
+detect plus time to fix must stay under retention.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from job.errors import JobError
+
+__all__ = [
+    "KAFKA_DELETED",
+    "DeletedRange",
+    "RetentionError",
+    "Rewound",
+    "committed_offsets",
+    "delete_unread",
+    "rewound_partitions",
+    "reset_retention",
+    "retention_table",
+    "session_losses",
+    "set_retention",
+    "topic_configs",
+    "unread_deleted",
+    "wait_for_deletion",
+    "watermarks",
+]
+
+Partition = tuple[str, int]
+
+#: The name the verifier gives a loss Kafka caused (a record deleted before the job read it).
+KAFKA_DELETED = "kafka-deleted"
+
+
+class RetentionError(JobError):
+    """Kafka did not delete (or could not be told to keep) what a data-loss run asked for."""
+
+    def __init__(self, subject: str, problem: str, fix: str) -> None:
+        self.subject, self.problem, self.fix = subject, problem, fix
+        super().__init__(f"{subject}: {problem}; {fix}")
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class DeletedRange:
+    """Offsets ``[start, end)`` of ``topic[partition]`` that Kafka deleted before the job read them."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start
+
+    def contains(self, topic: str, partition: int, offset: int) -> bool:
+        return topic == self.topic and partition == self.partition and self.start <= offset < self.end
+
+    def line(self) -> str:
+        return f"{self.topic}[{self.partition}] offsets {self.start}..{self.end - 1} ({self.count} records)"
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class Rewound:
+    """A partition whose end offset is now below what the job's checkpoint read: its log was
+    lost (or the topic recreated). ``read`` is the checkpoint's offset, ``end`` Kafka's now."""
+
+    topic: str
+    partition: int
+    read: int
+    end: int
+
+    @property
+    def spec(self) -> str:
+        """As ``python -m job repair --partitions`` takes it."""
+        return f"{self.topic}:{self.partition}"
+
+
+# -- pure comparisons ------------------------------------------------------------------------
+
+
+def unread_deleted(read: Mapping[Partition, int], low: Mapping[Partition, int]) -> list[DeletedRange]:
+    """The ranges Kafka deleted that the job had not read: per partition of ``read`` (the
+    checkpoint's next offset to read), ``[read, low)`` where the log start ``low`` is past it.
+
+    A partition Kafka no longer has at all is not here (:func:`rewound_partitions` and the
+    query's own error name it); partitions the checkpoint never read are not either.
+    """
+    out = [
+        DeletedRange(topic=t, partition=p, start=int(r), end=int(low[(t, p)]))
+        for (t, p), r in read.items()
+        if (t, p) in low and low[(t, p)] > r
+    ]
+    return sorted(out)
+
+
+def rewound_partitions(read: Mapping[Partition, int], high: Mapping[Partition, int]) -> list[Rewound]:
+    """Partitions whose end offset (``high``) is below what the checkpoint read (``read``),
+    and those Kafka does not list at all (end taken as 0): the partitions that lost their log."""
+    out = [Rewound(topic=t, partition=p, read=int(r), end=int(high.get((t, p), 0))) for (t, p), r in read.items()]
+    return sorted(x for x in out if x.end < x.read)
+
+
+def committed_offsets(*query_checkpoints: str | Path) -> dict[Partition, int]:
+    """Per partition, the offset up to which the given queries' last committed batches read
+    (the largest, when several queries read the same partition: a wait for Kafka to delete
+    past it then covers them all)."""
+    from job.repair import checkpoint_end_offsets
+
+    out: dict[Partition, int] = {}
+    for ckpt in query_checkpoints:
+        for key, offset in checkpoint_end_offsets(Path(ckpt)).items():
+            out[key] = max(offset, out.get(key, offset))
+    return out
+
+
+# -- Kafka -----------------------------------------------------------------------------------
+
+
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+
+
+def watermarks(bootstrap: str, topics: Iterable[str], *, timeout_s: float = 10.0) -> dict[Partition, tuple[int, int]]:
+    """``(log start, end)`` of every partition of ``topics`` as Kafka reports them now."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"osl-watermarks-{uuid.uuid4().hex[:8]}"})
+    try:
+        meta = consumer.list_topics(timeout=timeout_s)
+        out: dict[Partition, tuple[int, int]] = {}
+        for topic in sorted(set(topics)):
+            tm = meta.topics.get(topic)
+            if tm is None or tm.error is not None:
+                continue
+            for p in tm.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+                out[(topic, p)] = (int(low), int(high))
+        return out
+    except KafkaException as exc:
+        raise RetentionError(f"Kafka at {bootstrap}", f"cannot read the partitions' offsets ({exc})",
+                             "check that the broker answers (python -m sandbox status)") from None  # fmt: skip
+    finally:
+        consumer.close()
+
+
+def _alter(bootstrap: str, topics: Sequence[str], entries: Mapping[str, str | None], timeout_s: float) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    ops = [
+        ConfigEntry(name, value or "", incremental_operation=AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET)
+        for name, value in entries.items()
+    ]  # fmt: skip
+    resources = [ConfigResource(ResourceType.TOPIC, t, incremental_configs=ops) for t in topics]
+    for resource, future in _admin(bootstrap).incremental_alter_configs(resources, request_timeout=timeout_s).items():
+        try:
+            future.result(timeout=timeout_s)
+        except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: both mean the same here
+            raise RetentionError(f"topic {resource.name}", f"Kafka refused the config change {dict(entries)} ({exc})",
+                                 "check the topic exists and the broker answers") from None  # fmt: skip
+
+
+def set_retention(bootstrap: str, topics: Sequence[str], *, retention_ms: int, segment_ms: int, timeout_s: float = 15.0) -> None:
+    """Give ``topics`` a short ``retention.ms`` and ``segment.ms`` (topic-level overrides).
+
+    Retention deletes whole *closed* segments, and a segment closes when a record arrives
+    after ``segment.ms``: records keep arriving, so segments close and age out.
+    """
+    _alter(bootstrap, topics, {"retention.ms": str(retention_ms), "segment.ms": str(segment_ms)}, timeout_s)
+
+
+def reset_retention(bootstrap: str, topics: Sequence[str], *, timeout_s: float = 15.0) -> None:
+    """Remove the overrides :func:`set_retention` made: the broker's defaults apply again."""
+    _alter(bootstrap, topics, {"retention.ms": None, "segment.ms": None}, timeout_s)
+
+
+def topic_configs(bootstrap: str, topics: Sequence[str], names: Sequence[str] = ("retention.ms", "segment.ms"),
+                  *, timeout_s: float = 15.0) -> dict[str, dict[str, str]]:  # fmt: skip
+    """The current value of each config in ``names`` for each topic."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    out: dict[str, dict[str, str]] = {}
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    for resource, future in _admin(bootstrap).describe_configs(resources, request_timeout=timeout_s).items():
+        entries = future.result(timeout=timeout_s)
+        out[resource.name] = {n: entries[n].value for n in names if n in entries}
+    return out
+
+
+def wait_for_deletion(
+    bootstrap: str,
+    read: Mapping[Partition, int],
+    *,
+    timeout_s: float = 120.0,
+    poll_s: float = 0.5,
+    progress: Callable[[str], None] | None = None,
+) -> list[DeletedRange]:
+    """Poll Kafka until, on every partition with records the job has not read, the log start
+    offset has passed ``read`` (retention deleted unread records there); return the ranges.
+
+    Raises :class:`RetentionError` after ``timeout_s``, naming the partitions still waiting.
+    """
+    topics = sorted({t for t, _ in read})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        marks = watermarks(bootstrap, topics)
+        waiting = [k for k, r in read.items() if k in marks and marks[k][1] > r and marks[k][0] <= r]
+        if not waiting:
+            return unread_deleted(read, {k: low for k, (low, _) in marks.items()})
+        if time.monotonic() > deadline:
+            names = ", ".join(f"{t}[{p}] (log start {marks[(t, p)][0]}, read up to {read[(t, p)]})" for t, p in sorted(waiting))
+            raise RetentionError(
+                names, f"Kafka has not deleted past the checkpoint's offsets after {timeout_s:.0f}s",
+                "check log.retention.check.interval.ms on the broker (the sandbox sets 5000) and that records still "
+                "arrive (a segment only closes when the next record comes), or use delete_unread()",
+            )  # fmt: skip
+        if progress is not None:
+            progress(f"[dataloss] waiting for retention on {len(waiting)} partition(s)")
+        time.sleep(poll_s)
+
+
+def delete_unread(bootstrap: str, upto: Mapping[Partition, int], *, timeout_s: float = 15.0) -> None:
+    """Move each partition's log start offset to ``upto`` with ``AdminClient.delete_records``:
+    what retention does to old segments, at an exact offset (the fallback when waiting for
+    retention is not an option)."""
+    from confluent_kafka import TopicPartition
+
+    wanted = [TopicPartition(t, p, int(o)) for (t, p), o in sorted(upto.items())]
+    for tp, future in _admin(bootstrap).delete_records(wanted, request_timeout=timeout_s).items():
+        try:
+            future.result(timeout=timeout_s)
+        except Exception as exc:  # noqa: BLE001
+            raise RetentionError(f"{tp.topic}[{tp.partition}]", f"delete_records to offset {tp.offset} failed ({exc})",
+                                 "check the offset is within the partition's log") from None  # fmt: skip
+
+
+# -- what the loss did to the sessions -------------------------------------------------------
+
+
+def session_losses(report, ledger: pd.DataFrame, deleted: Sequence[DeletedRange]) -> pd.DataFrame:
+    """One row per session that lost records to Kafka, from the verifier's ``report`` (run
+    with ``deleted``) and the ledger: where its records were lost, how many of its later
+    updates were quarantined until the session resynchronised, the seq of the snapshot that
+    did it, and ``whole_again``: such a snapshot came and the verifier found nothing
+    wrong with the session (its final table is the intended one).
+    """
+    columns = ["session", "partition", "lost", "lost_seqs", "quarantined", "resync_seq", "whole_again"]
+    findings = [f for f in report.anomalies if f.fault == KAFKA_DELETED]
+    if not findings:
+        return pd.DataFrame(columns=columns)
+    bad = {f.session for f in report.anomalies if not f.allowed}
+    frame = pd.DataFrame([{"session": f.session, "kind": f.kind, "seq": f.seq, "epoch": f.epoch,
+                           "where": f"{f.topic}[{f.partition}]" if f.topic else None} for f in findings])  # fmt: skip
+    ok = ledger[ledger["outcome"] == "ok"]
+    gone = {(r.topic, int(r.partition), int(r.offset)) for r in ok.itertuples(index=False)
+            if any(d.contains(r.topic, int(r.partition), int(r.offset)) for d in deleted)}  # fmt: skip
+    rows = []
+    for session, group in frame.groupby("session", sort=True):
+        lost = group[group["kind"] == "lost"]
+        last_lost = int(lost["seq"].max()) if len(lost) else None
+        mine = ok[(ok["session"] == session) & (ok["kind"] == "snapshot")]
+        resync = [int(r.seq) for r in mine.itertuples(index=False)
+                  if last_lost is not None and int(r.seq) > last_lost
+                  and (r.topic, int(r.partition), int(r.offset)) not in gone]  # fmt: skip
+        rows.append({
+            "session": session,
+            "partition": lost["where"].dropna().iloc[0] if len(lost) else None,
+            "lost": len(lost),
+            "lost_seqs": f"{int(lost['seq'].min())}..{last_lost}" if len(lost) else "",
+            "quarantined": int((group["kind"] == "quarantined").sum()),
+            "resync_seq": min(resync) if resync else None,
+            "whole_again": bool(resync) and session not in bad,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+# -- the sources' arithmetic -----------------------------------------------------------------
+
+
+def retention_table(
+    scenarios: Mapping[str, tuple[float, float]],
+    retentions_h: Sequence[float],
+    *,
+    input_rate: float,
+    throughput: float,
+) -> pd.DataFrame:
+    """For each outage scenario ``name -> (hours to detect, hours to fix)`` and each retention
+    in hours: the margin ``retention - detect - fix`` (negative: the oldest unread records
+    are deleted before the job is back, so data is lost), the backlog the restarted job
+    finds at ``input_rate`` records/s, and the hours it needs to catch up at ``throughput``
+    records/s while input keeps arriving (infinite when it cannot keep up).
+
+    The oldest unread record is the first the restarted job reads, so ``detect + fix <
+    retention`` is the whole condition; catching up only needs ``throughput > input_rate``.
+    """
+    rows = []
+    for name, (detect_h, fix_h) in scenarios.items():
+        down_h = detect_h + fix_h
+        backlog = input_rate * down_h * 3600
+        spare = throughput - input_rate
+        catch_up_h = backlog / spare / 3600 if spare > 0 else float("inf")
+        for retention in retentions_h:
+            margin = retention - down_h
+            rows.append({
+                "scenario": name, "detect_h": detect_h, "fix_h": fix_h, "retention_h": retention,
+                "margin_h": margin, "backlog_records": int(backlog), "catch_up_h": catch_up_h,
+                "data_lost": margin <= 0,
+            })  # fmt: skip
+    return pd.DataFrame(rows)
