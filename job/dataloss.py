@@ -35,11 +35,16 @@ from job.errors import JobError
 
 __all__ = [
     "KAFKA_DELETED",
+    "BackgroundRun",
     "DeletedRange",
+    "Outage",
+    "QueryRun",
     "RetentionError",
     "Rewound",
     "committed_offsets",
     "delete_unread",
+    "query_run",
+    "retention_outage",
     "rewound_partitions",
     "reset_retention",
     "retention_table",
@@ -48,6 +53,7 @@ __all__ = [
     "topic_configs",
     "unread_deleted",
     "wait_for_deletion",
+    "wait_for_growth",
     "watermarks",
 ]
 
@@ -259,6 +265,152 @@ def delete_unread(bootstrap: str, upto: Mapping[Partition, int], *, timeout_s: f
         except Exception as exc:  # noqa: BLE001
             raise RetentionError(f"{tp.topic}[{tp.partition}]", f"delete_records to offset {tp.offset} failed ({exc})",
                                  "check the offset is within the partition's log") from None  # fmt: skip
+
+
+def wait_for_growth(bootstrap: str, since: Mapping[Partition, int], records: int, *, timeout_s: float = 120.0,
+                    poll_s: float = 0.5) -> dict[Partition, int]:  # fmt: skip
+    """Poll until every partition of ``since`` holds at least ``records`` records past its
+    offset there (e.g. enough for every session to send a snapshot again); returns the ends."""
+    deadline = time.monotonic() + timeout_s
+    topics = sorted({t for t, _ in since})
+    while True:
+        ends = {k: high for k, (_, high) in watermarks(bootstrap, topics).items()}
+        short = sorted(k for k, o in since.items() if ends.get(k, 0) < o + records)
+        if not short:
+            return ends
+        if time.monotonic() > deadline:
+            names = ", ".join(f"{t}[{p}] (end {ends.get((t, p), 0)}, waiting for {since[(t, p)] + records})" for t, p in short)
+            raise RetentionError(names, f"fewer than {records} new records after {timeout_s:.0f}s",
+                                 "check that the producers still run")  # fmt: skip
+        time.sleep(poll_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outage:
+    """What retention did while the job was down: the unread ranges it deleted, how long
+    Kafka took to do it, and the partitions' ``(log start, end)`` right after."""
+
+    deleted: tuple[DeletedRange, ...]
+    seconds: float
+    marks: Mapping[Partition, tuple[int, int]]
+
+    @property
+    def records(self) -> int:
+        return sum(d.count for d in self.deleted)
+
+
+def retention_outage(
+    bootstrap: str,
+    topics: Sequence[str],
+    read: Mapping[Partition, int],
+    *,
+    retention_ms: int = 1000,
+    segment_ms: int = 1000,
+    timeout_s: float = 120.0,
+    progress: Callable[[str], None] | None = None,
+) -> Outage:
+    """Shorten ``topics``' retention until Kafka has deleted past ``read`` (the stopped
+    job's checkpoint) on every partition with unread records, then restore the broker's
+    defaults (even when the wait fails), so that what arrives next is kept. Records must
+    keep arriving meanwhile: only closed segments are deleted."""
+    started = time.monotonic()
+    set_retention(bootstrap, topics, retention_ms=retention_ms, segment_ms=segment_ms)
+    try:
+        wait_for_deletion(bootstrap, read, timeout_s=timeout_s, progress=progress)
+    finally:
+        reset_retention(bootstrap, topics)
+    seconds = time.monotonic() - started
+    # read after the reset: a retention check between the last poll and the reset may have
+    # deleted one more segment, and the ranges must say what is really gone
+    marks = watermarks(bootstrap, topics)
+    deleted = unread_deleted(read, {k: low for k, (low, _) in marks.items()})
+    return Outage(deleted=tuple(deleted), seconds=seconds, marks=marks)
+
+
+class BackgroundRun:
+    """A producer run in a thread: the sessions keep going while the job is stopped and
+    restarted. :meth:`finish` asks the run to end (open sessions send ``end``) and waits."""
+
+    def __init__(self, config) -> None:
+        import threading
+
+        from producers.run import Runner
+
+        self.runner = Runner(config, on_progress=self._on_progress, progress_every_s=0.2)
+        self.acked = 0  # records Kafka acknowledged so far
+        self.summary = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="producers", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.summary = self.runner.run()
+        except BaseException as exc:  # noqa: BLE001 - handed to finish()
+            self.error = exc
+
+    def _on_progress(self, progress) -> None:
+        self.acked = progress.ok
+
+    def wait_acked(self, records: int, *, timeout_s: float = 60.0) -> None:
+        """Return once Kafka acknowledged ``records`` records of this run (the topics exist and
+        hold data), or raise :class:`RetentionError`."""
+        deadline = time.monotonic() + timeout_s
+        while self.acked < records:
+            if self.error is not None or not self._thread.is_alive():
+                raise RetentionError("the producer run", f"ended after {self.acked} records ({self.error})",
+                                     "look at the broker's health (python -m sandbox status)")  # fmt: skip
+            if time.monotonic() > deadline:
+                raise RetentionError("the producer run", f"only {self.acked} of {records} records acknowledged "
+                                     f"after {timeout_s:.0f}s", "look at the broker's health")  # fmt: skip
+            time.sleep(0.1)
+
+    def finish(self, timeout_s: float = 120.0):
+        """Stop the run, wait for its ledger, and return its :class:`~producers.run.RunSummary`."""
+        self.runner.stop()
+        self._thread.join(timeout_s)
+        if self.error is not None:
+            raise self.error
+        if self._thread.is_alive() or self.summary is None:
+            raise RetentionError("the producer run", f"did not finish within {timeout_s:.0f}s of being stopped",
+                                 "look at the broker's health (python -m sandbox status)")  # fmt: skip
+        return self.summary
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryRun:
+    """One query's run, from its event log: when it started, its batches, how it ended."""
+
+    query: str
+    started: float | None
+    ended: float | None
+    batches: int
+    rows: int
+    error: str | None
+
+    @property
+    def seconds(self) -> float | None:
+        """From the query's start to its end (or its last batch when it did not end)."""
+        return None if self.started is None or self.ended is None else self.ended - self.started
+
+    @property
+    def records_per_s(self) -> float | None:
+        s = self.seconds
+        return None if not s else self.rows / s
+
+
+def query_run(events: Sequence[object], query: str) -> QueryRun:
+    """Summarise the events (:class:`job.watch.events.EventLog` records of one ``job run``)
+    of the query named ``query``: only the last start and what follows it counts."""
+    mine = [e for e in events if getattr(e, "query", None) == query]
+    starts = [i for i, e in enumerate(mine) if type(e).__name__ == "QueryStarted"]
+    mine = mine[starts[-1]:] if starts else mine
+    batches = [e for e in mine if type(e).__name__ == "BatchCompleted"]
+    ends = [e for e in mine if type(e).__name__ == "QueryTerminated"]
+    started = mine[0].at if mine and type(mine[0]).__name__ == "QueryStarted" else None  # type: ignore[attr-defined]
+    ended = ends[-1].at if ends else (batches[-1].at if batches else None)  # type: ignore[attr-defined]
+    return QueryRun(query=query, started=started, ended=ended, batches=len(batches),
+                    rows=sum(b.input_rows for b in batches), error=ends[-1].error if ends else None)  # type: ignore[attr-defined]  # fmt: skip
 
 
 # -- what the loss did to the sessions -------------------------------------------------------
