@@ -155,3 +155,20 @@ def test_a_weekend_outage_outlasts_a_day_of_retention_but_not_three():
 def test_a_job_slower_than_its_input_never_catches_up():
     table = retention_table({"night": (8.0, 1.0)}, [72], input_rate=100.0, throughput=80.0)
     assert table.loc[0, "catch_up_h"] == float("inf")
+
+
+def test_query_run_reads_the_last_start_of_a_query_from_its_events():
+    from job.dataloss import query_run
+    from job.watch.rules import BatchCompleted, QueryStarted, QueryTerminated
+
+    q = "ordered-sessions-sessions"
+    events = [
+        QueryStarted(query=q, at=100.0), BatchCompleted(query=q, at=110.0, batch_id=0, input_rows=500),
+        BatchCompleted(query="ordered-sessions-raw", at=111.0, batch_id=0, input_rows=500),
+        QueryTerminated(query=q, at=120.0),
+        QueryStarted(query=q, at=200.0), QueryTerminated(query=q, at=204.0, error="KAFKA_DATA_LOSS"),
+    ]  # fmt: skip
+    second = query_run(events, q)
+    assert (second.rows, second.batches, second.seconds, second.error) == (0, 0, 4.0, "KAFKA_DATA_LOSS")
+    first = query_run(events[:4], q)
+    assert (first.rows, first.seconds, first.records_per_s) == (500, 20.0, 25.0)
