@@ -185,7 +185,8 @@ def _alter(bootstrap: str, topics: Sequence[str], entries: Mapping[str, str | No
         for name, value in entries.items()
     ]  # fmt: skip
     resources = [ConfigResource(ResourceType.TOPIC, t, incremental_configs=ops) for t in topics]
-    for resource, future in _admin(bootstrap).incremental_alter_configs(resources, request_timeout=timeout_s).items():
+    admin = _admin(bootstrap)  # held until every future is done: a collected client cancels them
+    for resource, future in admin.incremental_alter_configs(resources, request_timeout=timeout_s).items():
         try:
             future.result(timeout=timeout_s)
         except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: both mean the same here
@@ -214,7 +215,8 @@ def topic_configs(bootstrap: str, topics: Sequence[str], names: Sequence[str] = 
 
     out: dict[str, dict[str, str]] = {}
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    for resource, future in _admin(bootstrap).describe_configs(resources, request_timeout=timeout_s).items():
+    admin = _admin(bootstrap)  # held until every future is done: a collected client cancels them
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
         entries = future.result(timeout=timeout_s)
         out[resource.name] = {n: entries[n].value for n in names if n in entries}
     return out
@@ -259,7 +261,8 @@ def delete_unread(bootstrap: str, upto: Mapping[Partition, int], *, timeout_s: f
     from confluent_kafka import TopicPartition
 
     wanted = [TopicPartition(t, p, int(o)) for (t, p), o in sorted(upto.items())]
-    for tp, future in _admin(bootstrap).delete_records(wanted, request_timeout=timeout_s).items():
+    admin = _admin(bootstrap)  # held until every future is done: a collected client cancels them
+    for tp, future in admin.delete_records(wanted, request_timeout=timeout_s).items():
         try:
             future.result(timeout=timeout_s)
         except Exception as exc:  # noqa: BLE001
