@@ -177,12 +177,23 @@ class DataLossError(JobError):
         )
 
 
-_DATA_LOSS = re.compile(r"\[KAFKA_DATA_LOSS\.(?P<reason>[A-Z_]+)\].*?Reason:\s*(?P<detail>.*?)\s*(?:SQLSTATE:|$)", re.S)
-# Spark's subclasses that name one partition and two offsets, and which offset is which.
+# Spark words it with or without the error class in brackets (the executor's
+# KafkaIllegalStateException carries no "[KAFKA_DATA_LOSS.X]" prefix), then "Reason:" and a
+# sentence, then JVM frames or the SQLSTATE.
+_DATA_LOSS = re.compile(
+    r"(?:\[KAFKA_DATA_LOSS\.(?P<reason>[A-Z_]+)\]\s*)?Some data may have been lost because they are not "
+    r"available in Kafka any more;.*?Reason:\s*(?P<detail>.*?)\s*(?:SQLSTATE:|\n\s*at |$)",
+    re.S,
+)
+# Spark's subclasses and how to recognise each sentence; those that name one partition and two
+# offsets capture which is which.
 _DATA_LOSS_DETAIL = {
     "START_OFFSET_RESET": r"Starting offset for (?P<tp>\S+) was (?P<start>\d+) but consumer reset to (?P<end>\d+)",
     "COULD_NOT_READ_OFFSET_RANGE": r"offset \[(?P<start>\d+), (?P<end>\d+)\) for topic partition (?P<tp>\S+)",
     "PARTITION_OFFSET_CHANGED": r"Partition (?P<tp>\S+) offset was changed from (?P<start>\d+) to (?P<end>\d+)",
+    "ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO": r"Added partition \S+ starts from",
+    "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS": r"Cannot find initial offsets for partitions",
+    "PARTITIONS_DELETED": r"Partitions .* have been deleted",
 }
 
 
@@ -191,9 +202,11 @@ def data_loss_error(query: str, text: str) -> DataLossError | None:
     match = _DATA_LOSS.search(text)
     if match is None:
         return None
-    reason, detail = match["reason"], " ".join(match["detail"].split())
+    # the consumer group Spark names is its own, random per query: no help to a reader
+    detail = " ".join(match["detail"].split()).split(" with consumer group ")[0].rstrip(".")
+    reason = match["reason"] or next((r for r, rx in _DATA_LOSS_DETAIL.items() if re.search(rx, detail)), "UNKNOWN")
     found = re.search(_DATA_LOSS_DETAIL.get(reason, r"$^"), detail)
-    if found is None:
+    if found is None or "tp" not in found.groupdict():
         return DataLossError(query, reason=reason, detail=detail)
     topic, _, part = found["tp"].rpartition("-")
     start, end = int(found["start"]), int(found["end"])

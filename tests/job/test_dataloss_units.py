@@ -109,6 +109,29 @@ Starting offset for nb07-1a2b3c-warehouse-0-2 was 812 but consumer reset to 1290
 """
 
 
+#: The same as the executor throws it (captured from chapter 07's run on Spark 4.2: no error
+#: class in brackets, the consumer group named, JVM frames after it).
+EXECUTOR_FAILURE = """org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost because \
+they are not available in Kafka any more;
+either the data was aged out by Kafka or the topic may have been deleted before all the data in the
+topic was processed.
+If you don't want your streaming query to fail on such cases, set the source option failOnDataLoss to false.
+Reason: Could not read records in offset [2154, 2249) for topic partition nb07-18b607-weather-1-0
+with consumer group spark-kafka-source-33239379-22c3-4989-a9e6-e560f3d51196-909488765-executor.
+\tat org.apache.spark.sql.kafka010.KafkaExceptions$.couldNotReadOffsetRange(KafkaExceptions.scala:94)
+\tat org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer.throwOnDataLoss(KafkaDataConsumer.scala:766)
+"""
+
+
+def test_the_executors_unbracketed_data_loss_is_recognised_by_its_sentence():
+    error = query_error("ordered-sessions-sessions", Exception(EXECUTOR_FAILURE))
+    assert isinstance(error, DataLossError)
+    assert (error.reason, error.topic, error.partition, error.lost) == ("COULD_NOT_READ_OFFSET_RANGE", "nb07-18b607-weather-1", 0, 95)
+    message = str(error)
+    assert "consumer group" not in message and "\tat " not in message and "\n" not in message
+    assert "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE" in message and "[2154, 2249)" in message
+
+
 def test_kafka_data_loss_is_one_paragraph_naming_query_partition_offsets_and_fix():
     error = query_error("ordered-sessions-sessions", Exception(RETENTION_FAILURE))
     assert isinstance(error, DataLossError) and error.exit_status == 1
@@ -129,7 +152,8 @@ def test_kafka_data_loss_is_one_paragraph_naming_query_partition_offsets_and_fix
     ],
 )
 def test_every_kafka_data_loss_reason_becomes_a_data_loss_error(reason, detail, partition, lost):
-    text = f"terminated with exception: [KAFKA_DATA_LOSS.{reason}] Some data may have been lost.\nReason:\n{detail} SQLSTATE: 22000"
+    text = (f"terminated with exception: [KAFKA_DATA_LOSS.{reason}] Some data may have been lost because they are not "
+            f"available in Kafka any more;\n(...)\nReason:\n{detail} SQLSTATE: 22000")  # fmt: skip
     error = query_error("q", Exception(text))
     assert isinstance(error, DataLossError)
     assert (error.reason, error.partition, error.lost) == (reason, partition, lost)
