@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         f"  lake (MinIO console) {e.s3_console}/browser/{settings.bucket}  (user {settings.s3_access_key} / {settings.s3_secret_key})\n"
         f"  Spark master UI      {e.spark_master_ui}\n"
         f"  logs                 {settings.state_dir / 'logs'}\n"
-        f"  the workbook         jupyter lab notebooks/   (00 tour to 03 checkpoints, 09 backfill, 10 recovery benchmark)\n"
+        f"  the workbook         jupyter lab notebooks/   (00 tour to 03 checkpoints, 07 Kafka data loss, 09 backfill, 10 recovery benchmark)\n"
         f"  break things         .venv/bin/python -m sandbox kill spark-worker-1   (then: restart spark-worker-1)\n"
         f"  stop                 make down"
     )
