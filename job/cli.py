@@ -25,7 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
     run.add_argument("--starting-offsets", default="earliest", help="earliest | latest")
     run.add_argument("--max-offsets-per-trigger", type=int, default=20_000)
-    run.add_argument("--no-fail-on-data-loss", action="store_true", help="continue when Kafka lost offsets")
+    run.add_argument("--fail-on-data-loss", action=argparse.BooleanOptionalAction, default=JobConfig.fail_on_data_loss,
+                     help="stop when Kafka deleted records the checkpoint says come next (default: on); "
+                          "--no-fail-on-data-loss skips to the oldest record Kafka still has")  # fmt: skip
     run.add_argument("--trigger", default="5 seconds", help="micro-batch interval, or available-now")
     run.add_argument("--idle-timeout", type=int, default=600, help="seconds before an idle session expires")
     run.add_argument("--operator", default=JobConfig.operator,
@@ -151,7 +153,7 @@ def _run(args, settings) -> int:
         policy=policy, window=args.window, topic_prefix=args.topic_prefix, output=args.output,
         checkpoint=args.checkpoint.resolve() if args.checkpoint else None,
         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
-        fail_on_data_loss=not args.no_fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
+        fail_on_data_loss=args.fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
         operator=args.operator,
     )  # fmt: skip
     from job import interrupts
@@ -159,7 +161,7 @@ def _run(args, settings) -> int:
     from sandbox.spark import driver_log, spark_session
 
     require(settings, "kafka", "minio", "spark")
-    print(f"[job] policy={cfg.policy} operator={cfg.operator} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
+    print(f"[job] policy={cfg.policy} operator={cfg.operator} failOnDataLoss={str(cfg.fail_on_data_loss).lower()} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
     extra = {}
     for item in args.conf:
         key, sep, value = item.partition("=")

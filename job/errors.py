@@ -11,6 +11,7 @@ import re
 
 __all__ = [
     "BaselineError",
+    "DataLossError",
     "DrainTimeoutError",
     "IntegrityError",
     "JobError",
@@ -149,15 +150,84 @@ _REMOTE_INTEGRITY = re.compile(
 )
 
 
+class DataLossError(JobError):
+    """A query stopped because Kafka no longer has records its checkpoint says are next
+    (``failOnDataLoss=true``): retention deleted them, or the partition lost its log.
+
+    ``reason`` is Spark's subclass of ``KAFKA_DATA_LOSS`` (e.g. ``START_OFFSET_RESET``),
+    ``detail`` Spark's own sentence about it; ``topic``/``partition`` (None when Spark
+    named several) and ``lost`` (records, None when it cannot be told) where it was.
+    """
+
+    exit_status = 1
+
+    def __init__(self, query: str, *, reason: str, detail: str, topic: str | None = None,
+                 partition: int | None = None, lost: int | None = None) -> None:  # fmt: skip
+        self.query, self.reason, self.detail = query, reason, detail
+        self.topic, self.partition, self.lost = topic, partition, lost
+        where = f" from {topic}[{partition}]" if topic is not None else ""
+        count = f"{lost} records" if lost is not None else "records"
+        super().__init__(
+            f"streaming query {query} stopped: Kafka no longer has {count}{where} that the checkpoint says come next "
+            f"(KAFKA_DATA_LOSS.{reason}: {detail}); retention deleted them while the job was down, or the broker lost "
+            f"the partition's log. Either restore them to Kafka and run again, or accept the loss: run with "
+            f"--no-fail-on-data-loss (the job skips to the oldest record Kafka has; each session that lost records is "
+            f"quarantined until its next snapshot) and list what was lost with job.dataloss.unread_deleted "
+            f"(checkpoint vs Kafka's log start offsets) and the verifier; Spark names only the first partition it hit"
+        )
+
+
+# Spark words it with or without the error class in brackets (the executor's
+# KafkaIllegalStateException carries no "[KAFKA_DATA_LOSS.X]" prefix), then "Reason:" and a
+# sentence, then JVM frames or the SQLSTATE.
+_DATA_LOSS = re.compile(
+    r"(?:\[KAFKA_DATA_LOSS\.(?P<reason>[A-Z_]+)\]\s*)?Some data may have been lost because they are not "
+    r"available in Kafka any more;.*?Reason:\s*(?P<detail>.*?)\s*(?:SQLSTATE:|\n\s*at |$)",
+    re.S,
+)
+# Spark's subclasses and how to recognise each sentence; those that name one partition and two
+# offsets capture which is which.
+_DATA_LOSS_DETAIL = {
+    "START_OFFSET_RESET": r"Starting offset for (?P<tp>\S+) was (?P<start>\d+) but consumer reset to (?P<end>\d+)",
+    "COULD_NOT_READ_OFFSET_RANGE": r"offset \[(?P<start>\d+), (?P<end>\d+)\) for topic partition (?P<tp>\S+)",
+    "PARTITION_OFFSET_CHANGED": r"Partition (?P<tp>\S+) offset was changed from (?P<start>\d+) to (?P<end>\d+)",
+    "ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO": r"Added partition \S+ starts from",
+    "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS": r"Cannot find initial offsets for partitions",
+    "PARTITIONS_DELETED": r"Partitions .* have been deleted",
+}
+
+
+def data_loss_error(query: str, text: str) -> DataLossError | None:
+    """The :class:`DataLossError` in a query failure's text, or None when it is not one."""
+    match = _DATA_LOSS.search(text)
+    if match is None:
+        return None
+    # the consumer group Spark names is its own, random per query: no help to a reader
+    detail = " ".join(match["detail"].split()).split(" with consumer group ")[0].rstrip(".")
+    reason = match["reason"] or next((r for r, rx in _DATA_LOSS_DETAIL.items() if re.search(rx, detail)), "UNKNOWN")
+    found = re.search(_DATA_LOSS_DETAIL.get(reason, r"$^"), detail)
+    if found is None or "tp" not in found.groupdict():
+        return DataLossError(query, reason=reason, detail=detail)
+    topic, _, part = found["tp"].rpartition("-")
+    start, end = int(found["start"]), int(found["end"])
+    # an offset changed *down* (the partition's log was lost) loses what was never read; unknown here
+    lost = end - start if end > start else None
+    return DataLossError(query, reason=reason, detail=detail, topic=topic, partition=int(part), lost=lost)
+
+
 def query_error(query: str, exc: BaseException, *, log: object = None) -> JobError:
     """The error a user can act on for a streaming query that died with ``exc``.
 
     An :class:`IntegrityError` raised in a Spark Python worker reaches the driver as text
     inside a Py4J-wrapped ``StreamingQueryException``; it is rebuilt from that text (so
-    the message is the worker's, not a screen of JVM frames). Anything else becomes a
+    the message is the worker's, not a screen of JVM frames). Spark's ``KAFKA_DATA_LOSS``
+    becomes a :class:`DataLossError` naming the partition, the offsets and the way on. Anything else becomes a
     :class:`QueryFailedError` with the first line of the cause and where the full trace is.
     """
     text = str(exc)
+    lost = data_loss_error(query, text)
+    if lost is not None:
+        return lost
     match = _REMOTE_INTEGRITY.search(text)
     if match:
         return IntegrityError(

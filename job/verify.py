@@ -198,8 +198,14 @@ def check(
     sessions: pd.DataFrame,
     *,
     policy: Policy,
+    deleted: Sequence[Any] = (),
 ) -> Report:
     """Compare the outputs with the ledger (see the module docstring); returns a :class:`Report`.
+
+    ``deleted`` lists :class:`~job.dataloss.DeletedRange` values: offsets Kafka deleted
+    before the job read them (retention, ``delete_records``). A delivered record in one is
+    expected to be lost, as if it had never been sent: a window named ``kafka-deleted``
+    allows what a dropped message allows, up to the session's next clean snapshot after it.
 
     ``ledger`` is what :func:`producers.ledger.read_ledger` returns; ``rows``,
     ``quarantine`` and ``sessions`` have the fields of :class:`~job.session.RowChange`,
@@ -209,10 +215,11 @@ def check(
     several rows per session; the latest by ``(epoch, last_seq, last_offset)`` counts.
     """
     check_policy(policy)
+    gone = _deleted_records(ledger, deleted)
     rows = _columns(rows, ROWS_COLUMNS)
     quarantine = _columns(quarantine, QUARANTINE_COLUMNS)
     sessions = _columns(_rename_status(sessions), SESSIONS_COLUMNS)
-    expected = expected_sessions(ledger)
+    expected = _expected_with_deleted(ledger, gone) if gone else expected_sessions(ledger)
     by_session = {str(k): v for k, v in ledger.groupby("session", sort=False)} if len(ledger) else {}
     out_rows = _group(rows)
     out_quarantine = _group(quarantine)
@@ -230,6 +237,7 @@ def check(
             latest.get(sid),
             policy,
             stop,
+            gone,
         )
         findings += judge.run()
         tally.update(judge.tally)
@@ -277,8 +285,10 @@ class _Session:
         status: Mapping[str, Any] | None,
         policy: Policy,
         stop: _Stop | None,
+        gone: Mapping[tuple[str, int, int], int] | None = None,
     ) -> None:
         self.exp, self.policy, self.stop = exp, policy, stop
+        self.gone = gone or {}
         self.ledger = ledger.sort_values("send_index", kind="stable")
         self.rows, self.quarantine, self.status = rows, quarantine, status
         self.findings: list[Finding] = []
@@ -417,6 +427,8 @@ class _Session:
                 if self.policy == "strict" and self.stop is not None:
                     self.note("lost", f"not written: the strict query stops at the first {self.stop.fault}",
                               key=key, record=where, allowed=True, fault=self.stop.fault)  # fmt: skip
+                elif where in self.gone:
+                    self.note("lost", f"Kafka deleted this {r.kind} before the job read it", key=key, record=where)
                 else:
                     self.note("lost", f"a delivered {r.kind} is neither applied nor quarantined", key=key, record=where)
 
@@ -576,6 +588,40 @@ class _Session:
             for where, r in self.delivered.items():
                 self._where.setdefault((int(r.epoch), int(r.seq)), where)
         return None if key is None else self._where.get(key)
+
+
+# -- records Kafka deleted -----------------------------------------------------------------
+
+
+def _deleted_records(ledger: pd.DataFrame, deleted: Sequence[Any]) -> dict[tuple[str, int, int], int]:
+    """The delivered records inside a deleted range: ``(topic, partition, offset) -> send_index``."""
+    if not len(deleted) or ledger.empty:
+        return {}
+    ok = ledger[ledger["outcome"] == "ok"]
+    out: dict[tuple[str, int, int], int] = {}
+    for d in deleted:
+        hit = ok[(ok["topic"] == d.topic) & (ok["partition"] == d.partition) & (ok["offset"] >= d.start) & (ok["offset"] < d.end)]
+        out.update({(str(r.topic), int(r.partition), int(r.offset)): int(r.send_index) for r in hit.itertuples(index=False)})
+    return out
+
+
+def _expected_with_deleted(ledger: pd.DataFrame, gone: Mapping[tuple[str, int, int], int]) -> dict[str, ExpectedSession]:
+    """The expectation when ``gone`` never reached the job: as if their delivery had failed
+    (a window to the next clean snapshot, a deleted snapshot no resync point), the windows
+    they open named ``kafka-deleted``."""
+    from job.dataloss import KAFKA_DELETED
+
+    indexes = set(gone.values())
+    as_sent = ledger.copy()
+    as_sent.loc[as_sent["send_index"].isin(indexes), "outcome"] = "failed"
+    out = {}
+    for sid, exp in expected_sessions(as_sent).items():
+        windows = tuple(
+            dataclasses.replace(w, fault=KAFKA_DELETED) if w.send_index in indexes and w.fault == "delivery-failed" else w
+            for w in exp.windows
+        )
+        out[sid] = dataclasses.replace(exp, windows=windows)
+    return out
 
 
 # -- frames --------------------------------------------------------------------------------

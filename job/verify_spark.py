@@ -45,8 +45,9 @@ def check_lake(settings, lake_root: str) -> None:
         raise LakeError(lake_root, f"no job output here ({metadata} is missing)", fix)
 
 
-def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, preflight: bool = False):
-    """Read ledger and lake, return ``job.verify.check``'s report.
+def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, preflight: bool = False, deleted=()):
+    """Read ledger and lake, return ``job.verify.check``'s report (``deleted``: the offset
+    ranges Kafka deleted before the job read them, see :func:`job.verify.check`).
 
     With ``preflight`` (the command line), a local ledger is read first, then the sandbox's
     MinIO and Spark are required to answer and the lake to hold job output, so that a wrong
@@ -65,7 +66,7 @@ def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, pr
         expected = ledger_frame(settings, ledger)
     spark = spark or spark_session(settings, "verify")
     frames = lake_frames(spark, lake)
-    return check(expected, frames["rows"], frames["quarantine"], frames["sessions"], policy=policy)
+    return check(expected, frames["rows"], frames["quarantine"], frames["sessions"], policy=policy, deleted=deleted)
 
 
 
