@@ -59,6 +59,21 @@ def pytest_runtest_setup(item):
         stop_test_spark()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # nbval names the output fields that differ ("Unexpected output fields: {'stderr'}") but
+    # not what the kernel wrote there; attach the cell's streams to the failure report so a
+    # one-off CI failure explains itself.
+    outcome = yield
+    report = outcome.get_result()
+    outputs = getattr(item, "test_outputs", None)
+    if call.when != "call" or not report.failed or not outputs:
+        return
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            report.sections.append((f"cell {out.get('name')} (as run)", str(out.get("text", ""))[-4000:]))
+
+
 def pytest_sessionstart(session):
     session.config._sandbox_was_up = _any_service_up()
 

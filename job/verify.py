@@ -148,9 +148,13 @@ class Report:
         return json.dumps(data, sort_keys=True)
 
     def frame(self) -> pd.DataFrame:
-        """The findings as a DataFrame (one row each)."""
+        """The findings as a DataFrame (one row each). Its column types do not depend on the
+        findings: the places are nullable integers and ``allowed`` is boolean even with no
+        rows, so grouping by ``partition`` and looking partitions up by label behaves the same
+        whether or not anything went wrong."""
         columns = [f.name for f in dataclasses.fields(Finding)]
-        return pd.DataFrame([dataclasses.asdict(f) for f in self.anomalies], columns=columns)
+        frame = pd.DataFrame([dataclasses.asdict(f) for f in self.anomalies], columns=columns)
+        return frame.astype({**{c: "Int64" for c in ("epoch", "seq", "partition", "offset")}, "allowed": bool})
 
     def summary(self, limit: int = 10) -> str:
         bad = self.disallowed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from typing import Any
 
 import pandas as pd
@@ -418,3 +419,21 @@ def test_strict_may_miss_the_tail_of_an_older_epoch_it_never_saw() -> None:
     assert statuses[-1].status == "ended"  # strict saw nothing wrong: epoch 1 opened with its snapshot
     report = verify(df, changes, quarantine, statuses, policy="strict")
     assert report.ok, report.summary()
+
+
+def test_the_findings_frame_has_the_same_column_types_with_and_without_findings() -> None:
+    # chapter 08 groups the findings by partition and looks partitions up by label; an
+    # untyped empty frame turned that lookup positional and printed a pandas FutureWarning
+    # into the notebook (seen once in CI, when the repaired lake had no findings at all)
+    base = ledger(*BASE)
+    clean = verify(base, *outputs(base)).frame()
+    df = ledger(*with_fault(2, "drop"))
+    changes, quarantine, statuses = outputs(df)
+    dirty = verify(df, [c for c in changes if c.seq != 5], quarantine, statuses).frame()
+    assert clean.empty and not dirty.empty
+    assert dict(clean.dtypes) == dict(dirty.dtypes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for frame in (clean, dirty):
+            lost = frame[frame["kind"] == "lost"].groupby("partition").size()
+            assert lost.get(7, 0) == 0
