@@ -285,22 +285,15 @@ def run_baseline(
 
 def end_offsets(bootstrap: str, topic_prefix: str = TOPIC_PREFIX, *, timeout_s: float = 10.0) -> dict[Partition, int]:
     """The current end (high watermark) of every partition of every topic named ``topic_prefix*``."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"osl-offsets-{uuid.uuid4().hex[:8]}"})
+    from producers.kafka import partition_watermarks
+
     try:
-        meta = consumer.list_topics(timeout=timeout_s)
-        out = {}
-        for topic, tm in meta.topics.items():
-            if not topic.startswith(topic_prefix):
-                continue
-            for p in tm.partitions:
-                out[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
-        return out
+        marks = partition_watermarks(bootstrap, lambda topic: topic.startswith(topic_prefix), timeout_s=timeout_s)
     except KafkaException as exc:
         raise BaselineError(bootstrap, f"cannot read topic offsets ({exc})", "check that Kafka answers there") from exc
-    finally:
-        consumer.close()
+    return {key: high for key, (_, high) in marks.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,6 @@ detect plus time to fix must stay under retention.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,25 +155,16 @@ def _admin(bootstrap: str):
 
 def watermarks(bootstrap: str, topics: Iterable[str], *, timeout_s: float = 10.0) -> dict[Partition, tuple[int, int]]:
     """``(log start, end)`` of every partition of ``topics`` as Kafka reports them now."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"osl-watermarks-{uuid.uuid4().hex[:8]}"})
+    from producers.kafka import partition_watermarks
+
+    wanted = set(topics)
     try:
-        meta = consumer.list_topics(timeout=timeout_s)
-        out: dict[Partition, tuple[int, int]] = {}
-        for topic in sorted(set(topics)):
-            tm = meta.topics.get(topic)
-            if tm is None or tm.error is not None:
-                continue
-            for p in tm.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-                out[(topic, p)] = (int(low), int(high))
-        return out
+        return partition_watermarks(bootstrap, wanted.__contains__, timeout_s=timeout_s)
     except KafkaException as exc:
         raise RetentionError(f"Kafka at {bootstrap}", f"cannot read the partitions' offsets ({exc})",
                              "check that the broker answers (python -m sandbox status)") from None  # fmt: skip
-    finally:
-        consumer.close()
 
 
 def _alter(bootstrap: str, topics: Sequence[str], entries: Mapping[str, str | None], timeout_s: float) -> None:

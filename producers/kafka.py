@@ -302,6 +302,34 @@ class KafkaTransport:
         self._producer = _Closed()  # type: ignore[assignment]
 
 
+def partition_watermarks(
+    bootstrap: str, select: Callable[[str], bool], *, timeout_s: float = 10.0
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(log start, end)`` of every partition of every topic ``select`` accepts, as Kafka
+    reports them now: the one reader behind the baseline's end offsets, the job's drain and
+    the data-loss checks. Raises ``confluent_kafka.KafkaException`` when Kafka does not
+    answer; callers turn it into their own error that names the fix."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"osl-watermarks-{uuid.uuid4().hex[:8]}",
+                         "log_level": 2})  # fmt: skip
+    try:
+        meta = consumer.list_topics(timeout=timeout_s)
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic in sorted(meta.topics):
+            tm = meta.topics[topic]
+            if not select(topic) or tm.error is not None:
+                continue
+            for p in sorted(tm.partitions):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+                out[(topic, p)] = (int(low), int(high))
+        return out
+    finally:
+        consumer.close()
+
+
 def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0):
     """Yield (offset, key, value) of every record now in one partition; raise TimeoutError
     when the partition cannot be read to its end within ``timeout_s`` (naming the last
