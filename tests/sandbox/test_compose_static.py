@@ -1,14 +1,13 @@
 """The Docker Compose side, checked without a Docker engine.
 
 ``docker compose config`` validates and resolves the compose file (the CLI plugin is built from
-its Go module by ``scripts/ensure-compose-plugin.sh`` when missing); ``ComposeBackend`` is checked
-against the ``Sandbox`` protocol and, with ``subprocess`` replaced by a recorder, for the exact
-``docker compose`` commands it runs; the in-container healthchecks run against fake HTTP servers.
+its Go module by ``scripts/ensure-compose-plugin.sh`` when missing); ``ComposeBackend`` is checked,
+with ``subprocess`` replaced by a recorder, for the exact ``docker compose`` commands it runs (its
+protocol compliance is in ``test_backend_protocol.py``, with the local backend's); the in-container healthchecks run against fake HTTP servers.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ import yaml
 
 from sandbox import compose as compose_mod
 from sandbox import health
-from sandbox.backend import CORE_SERVICES, Sandbox, ServiceState
+from sandbox.backend import CORE_SERVICES, ServiceState
 from sandbox.compose import (
     ComposeBackend,
     ComposeCommandError,
@@ -364,35 +363,6 @@ def test_container_healthcheck_fails_when_nothing_listens():
     port = server.port
     server.close()
     assert _healthcheck("minio", "--port", str(port)).returncode == 1
-
-
-# ------------------------------------------------------------------------- protocol compliance
-def test_compose_backend_satisfies_the_sandbox_protocol(tmp_path):
-    backend = ComposeBackend(make_settings(tmp_path), compose_file=COMPOSE_FILE)
-    assert isinstance(backend, Sandbox)
-    assert backend.kind == "compose"
-    members = {n for n, v in vars(Sandbox).items() if callable(v) and not n.startswith("_")}
-    assert members >= {
-        "up",
-        "down",
-        "reset",
-        "status",
-        "logs",
-        "endpoints",
-        "services",
-        "kill",
-        "pause",
-        "resume",
-        "restart",
-    }
-    for name in members:
-        want = inspect.signature(getattr(Sandbox, name))
-        got = inspect.signature(getattr(ComposeBackend, name))
-        assert list(got.parameters) == list(want.parameters), name
-        for param_name, param in want.parameters.items():
-            mine = got.parameters[param_name]
-            assert mine.kind == param.kind, (name, param_name)
-            assert mine.default == param.default, (name, param_name)
 
 
 def test_compose_backend_refuses_a_cluster_size_the_compose_file_does_not_run(tmp_path):

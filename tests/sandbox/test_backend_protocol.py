@@ -1,0 +1,47 @@
+"""Both backends satisfy the one :class:`sandbox.backend.Sandbox` protocol, signature for
+signature, so that chapters, tests and the CLI can drive either without knowing which."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+from sandbox.backend import Sandbox
+from sandbox.compose import ComposeBackend
+from sandbox.local import LocalBackend
+from sandbox.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPECTED = {"up", "down", "reset", "status", "logs", "endpoints", "services", "kill", "pause", "resume", "restart"}
+
+
+def _backend(kind: str, tmp_path: Path):
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", backend=kind)  # type: ignore[arg-type]
+    if kind == "compose":
+        return ComposeBackend(settings, compose_file=ROOT / "docker-compose.yml")
+    return LocalBackend(settings, progress=lambda _line: None)
+
+
+def _members() -> set[str]:
+    return {n for n, v in vars(Sandbox).items() if callable(v) and not n.startswith("_")}
+
+
+def test_the_protocol_names_every_operation_the_chapters_use():
+    assert _members() == EXPECTED
+
+
+@pytest.mark.parametrize("kind", ["local", "compose"])
+def test_the_backend_satisfies_the_sandbox_protocol(kind, tmp_path):
+    backend = _backend(kind, tmp_path)
+    assert isinstance(backend, Sandbox)
+    assert backend.kind == kind
+    for name in _members():
+        want = inspect.signature(getattr(Sandbox, name))
+        got = inspect.signature(getattr(type(backend), name))
+        assert list(got.parameters) == list(want.parameters), name
+        for param_name, param in want.parameters.items():
+            mine = got.parameters[param_name]
+            assert mine.kind == param.kind, (name, param_name)
+            assert mine.default == param.default, (name, param_name)
