@@ -508,7 +508,14 @@ class _Session:
         n = max((i + 1 for i, k in enumerate(self.order) if k in written), default=0)
         # Only a hole with a written message of the same epoch after it was visible to strict;
         # the tail of an older epoch can go missing unnoticed (a new epoch restarts at seq 0).
-        missing = [k for k in self.order[:n] if k not in written and any(w > k and w[0] == k[0] for w in written)]
+        # Nor is anything before the first record Kafka delivered when that record is a
+        # snapshot: the core joins a new session there (see job.session), the whole table.
+        first = self.delivered[min(self.delivered)] if self.delivered else None
+        joined = (int(first.epoch), int(first.seq)) if first is not None and first.kind == "snapshot" else None
+        missing = [
+            k for k in self.order[:n]
+            if k not in written and any(w > k and w[0] == k[0] for w in written) and not (joined and k < joined)
+        ]  # fmt: skip
         if missing:
             after = next(k for k in self.order if k > missing[0] and k in written)
             self.note(

@@ -304,7 +304,8 @@ def first_strict_fault(stream: Stream) -> tuple[int, set[str], dict | None] | No
     """Where ``strict`` must stop: (offset, possible problems, intended table before it).
 
     Written from the contract, not from the state machine: arrivals must follow each other
-    by ``(epoch, seq)`` (a new epoch opening with its seq 0 snapshot), decode, and every
+    by ``(epoch, seq)`` (a new epoch opening with its seq 0 snapshot; the session's first
+    arrival may be any snapshot, where a reader joins a session met mid-stream), decode, and every
     snapshot after the first of its epoch must equal the table the arrivals built. The
     table before the fault is the intended one (None once a silent divergence was applied).
     """
@@ -326,7 +327,8 @@ def first_strict_fault(stream: Stream) -> tuple[int, set[str], dict | None] | No
         if (m.epoch, m.seq) < (epoch, next_seq):
             return stop(record.offset, {"duplicate", "stale-epoch"})
         if m.epoch > epoch:
-            if m.seq != 0 or m.kind is not Kind.SNAPSHOT:
+            joining = epoch < 0 and m.kind is Kind.SNAPSHOT
+            if not joining and (m.seq != 0 or m.kind is not Kind.SNAPSHOT):
                 return stop(record.offset, {"gap", "orphan"})
         elif m.seq != next_seq:
             return stop(record.offset, {"gap"})
