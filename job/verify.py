@@ -464,7 +464,7 @@ class _Session:
         if self.rows.empty:
             return
         counts = self.rows.groupby(["epoch", "seq", "op", "row_id"], sort=False).size()
-        twice = counts[counts > 1]
+        twice = counts[counts > 1].sort_index()  # sorted: .loc on an unsorted MultiIndex warns (PerformanceWarning)
         for epoch, seq in sorted({(int(e), int(s)) for e, s, _, _ in twice.index}):
             at = self.rows[(self.rows["epoch"] == epoch) & (self.rows["seq"] == seq)]
             last = at.iloc[-1]
