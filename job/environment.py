@@ -17,7 +17,9 @@ Chapter 04 and its integration tests call this module; nothing here is notebook-
 
 How "output flowing again" is measured: the job writes one ``BatchCompleted`` event per
 micro-batch to ``<checkpoint>/events.jsonl`` (:mod:`job.watch.events`), stamped when the
-batch's progress was reported, i.e. when its output was committed. A fault's *time to
+batch's progress was reported, i.e. when its output was committed. Only the sessions
+query counts (its name ends in ``-sessions``; the job's raw-archive query writes the same
+log, and the watchdog alerts for it too, which would count every fault twice). A fault's *time to
 flow* is the completion time of the first batch with input rows after the fault's
 reference moment, minus the injection time. The reference moment is the injection for a
 fault the job can absorb (a worker kill: the other executor carries on), and the moment
@@ -53,8 +55,15 @@ __all__ = [
     "outcome",
     "run_faults",
     "run_faults_in_subprocess",
+    "sessions_only",
     "timeline",
 ]
+
+#: Seconds after an injection during which a completed batch is taken for one already in flight.
+GRACE_S = 5.0
+
+#: The suffix of the sessions query's name (``JobConfig.name`` + ``-sessions``): the query judged.
+SESSIONS_QUERY_SUFFIX = "-sessions"
 
 FaultKind = Literal["worker-kill", "broker-kill", "minio-pause", "driver-kill"]
 Behaviour = Literal["kept going", "waited", "failed, restarted from the checkpoint"]
@@ -132,8 +141,17 @@ class FaultOutcome:
 
 def _batches(events: Sequence[Mapping[str, Any]]) -> list[tuple[float, int, int]]:
     """(at, batch_id, input_rows) of every BatchCompleted event dict, by time."""
-    out = [(float(e["at"]), int(e["batch_id"]), int(e.get("input_rows") or 0)) for e in events if e.get("type") == "BatchCompleted"]
+    out = [(float(e["at"]), int(e["batch_id"]), int(e.get("input_rows") or 0)) for e in events if _is_batch(e)]
     return sorted(out)
+
+
+def _is_batch(event: Mapping[str, Any]) -> bool:
+    return event.get("type") == "BatchCompleted"
+
+
+def sessions_only(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The events or alerts (dicts) of the sessions query only."""
+    return [dict(r) for r in records if str(r.get("query", "")).endswith(SESSIONS_QUERY_SUFFIX)]
 
 
 def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: float,
@@ -141,7 +159,9 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     """Judge one fault from the job's event log (dicts as written by
     :class:`job.watch.events.EventLog`) and the watchdog's alerts (:meth:`Alert.to_dict`).
 
-    - ``batches_during``: batches with input completed in ``(injected_at, undone_at)``;
+    - ``batches_during``: batches with input completed in ``(injected_at + GRACE_S,
+      undone_at)``: a batch that was already running when the fault struck may still
+      finish in the first seconds, which says nothing about the job working *through* it;
     - ``behaviour``: "failed, restarted from the checkpoint" when the job process died,
       else "kept going" when batches completed during the fault, else "waited";
     - ``time_to_flow_s``: see the module docstring; only batches before ``horizon`` count;
@@ -151,7 +171,7 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     if spec is None:
         raise EnvironmentFaultError(f"fault kind {fault.kind!r} is unknown; use one of {sorted(FAULTS)}")
     productive = [(at, rows) for at, _, rows in _batches(events) if rows > 0]
-    during = sum(1 for at, _ in productive if fault.injected_at < at < fault.undone_at)
+    during = sum(1 for at, _ in productive if fault.injected_at + GRACE_S < at < fault.undone_at)
     reference = fault.undone_at if spec.blocks else fault.injected_at
     first = next((at for at, _ in productive if reference < at < horizon), None)
     if fault.job_died:
@@ -184,7 +204,7 @@ def timeline(events: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tupl
     per_second = [0.0] * n
     committed: list[tuple[float, int]] = []
     for e in events:
-        if e.get("type") != "BatchCompleted":
+        if not _is_batch(e):
             continue
         i = int(float(e["at"]) - start)
         if 0 <= i < n:
@@ -420,7 +440,7 @@ def run_faults(
             sampling.wait(1.0)
 
     def productive() -> bool:
-        return any(e.get("type") == "BatchCompleted" and e.get("input_rows") for e in _read_jsonl(files["events"]))
+        return any(_is_batch(e) and e.get("input_rows") for e in sessions_only(_read_jsonl(files["events"])))
 
     watching = threading.Event()
     dog_box: dict[str, Any] = {}
@@ -448,8 +468,8 @@ def run_faults(
             time.sleep(spec.hold_s)
             died = not job.alive
             exit_status = job.returncode
+            undo()  # returns once the service is healthy again: the outage lasts until then
             undone_at = time.time()
-            undo()
             if kind != "driver-kill" and not job.alive:  # its query failed: the operator restarts it
                 died, exit_status = True, job.returncode
                 job.start()
@@ -466,7 +486,7 @@ def run_faults(
         goal = sum(o for parts in targets.values() for o in parts.values())
 
         def drained() -> bool:
-            done = [e for e in _read_jsonl(files["events"]) if e.get("type") == "BatchCompleted"]
+            done = [e for e in sessions_only(_read_jsonl(files["events"])) if _is_batch(e)]
             return bool(done) and sum(int(o) for parts in done[-1]["end_offsets"].values() for o in parts.values()) >= goal
 
         _wait(drained, timeout_s=300, what="the job to drain", abort=lambda: None if job.alive else f"the job exited: {job.tail()}")
@@ -488,8 +508,8 @@ def run_faults(
     except (FileNotFoundError, ValueError):
         report = {"ok": False, "summary": (verify.stdout + verify.stderr)[-3000:]}
     report["summary_line"] = verify.stdout.strip().splitlines()[0] if verify.stdout.strip() else ""
-    events = _read_jsonl(files["events"])
-    alerts = _read_jsonl(files["alerts"])
+    events = sessions_only(_read_jsonl(files["events"]))
+    alerts = sessions_only(_read_jsonl(files["alerts"]))
     horizons = [f.injected_at for f in faults[1:]] + [end]
     outcomes = [outcome(f, events, horizon=h, alerts=alerts) for f, h in zip(faults, horizons)]
     return FaultRun(start=start, end=end, faults=faults, outcomes=outcomes, events=events, alerts=alerts, high_watermarks=highs,

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from job.environment import FAULTS, EnvironmentFaultError, FaultOutcome, FaultRun, Injected, outcome, timeline
+from job.environment import FAULTS, EnvironmentFaultError, FaultOutcome, FaultRun, Injected, outcome, sessions_only, timeline
 
 
-def _batch(at, rows, batch_id=0, ends=None):
-    return {"type": "BatchCompleted", "at": at, "batch_id": batch_id, "input_rows": rows, "query": "q",
+def _batch(at, rows, batch_id=0, ends=None, query="job-sessions"):
+    return {"type": "BatchCompleted", "at": at, "batch_id": batch_id, "input_rows": rows, "query": query,
             "end_offsets": ends or {}}  # fmt: skip
 
 
 def test_a_blocking_fault_counts_time_to_flow_from_the_injection_to_the_first_batch_after_the_undo():
+    # the batch at 101 was in flight when the fault struck; the one at 131 carried no input
     events = [_batch(95, 10), _batch(101, 10), _batch(131, 0), _batch(133, 40), _batch(134, 20)]
     fault = Injected(kind="minio-pause", injected_at=100, undone_at=125)
     judged = outcome(fault, events, horizon=200)
-    assert judged.behaviour == "kept going" and judged.batches_during == 1  # the batch at 101 was already done
+    assert judged.behaviour == "waited" and judged.batches_during == 0
     assert judged.time_to_flow_s == 33.0
 
 
@@ -30,7 +31,7 @@ def test_a_blocking_fault_with_no_batch_while_it_lasts_waited():
 def test_an_absorbed_worker_kill_counts_from_the_injection():
     events = [_batch(99, 10), _batch(104, 10), _batch(106, 10)]
     judged = outcome(Injected(kind="worker-kill", injected_at=100, undone_at=120), events, horizon=200)
-    assert judged.behaviour == "kept going" and judged.time_to_flow_s == 4.0
+    assert judged.behaviour == "kept going" and judged.batches_during == 1 and judged.time_to_flow_s == 4.0
 
 
 def test_a_dead_job_process_is_reported_as_failed_and_batches_after_the_horizon_do_not_count():
@@ -79,3 +80,8 @@ def test_a_fault_run_survives_its_json_round_trip(tmp_path):
                    output="o", files={"events": tmp_path / "e"})  # fmt: skip
     back = FaultRun.from_json(run.to_json())
     assert back == run and back.clean and back.table()[0]["alerts"] == "stall"
+
+
+def test_only_the_sessions_query_is_judged_not_the_raw_archive_beside_it():
+    records = [_batch(1, 5, query="job-raw"), _batch(2, 5), {"kind": "stall", "at": 3, "query": "job-raw"}]
+    assert sessions_only(records) == [_batch(2, 5)]
