@@ -92,7 +92,7 @@ class EnvFault:
 FAULTS: dict[str, EnvFault] = {
     f.kind: f
     for f in (
-        EnvFault(kind="worker-kill", hold_s=20.0, blocks=False,
+        EnvFault(kind="worker-kill", hold_s=10.0, blocks=False,
                  damage="SIGKILL of spark-worker-1 and its executor; restarted after hold_s",
                  expected="Spark re-runs the lost tasks on the surviving executor; the query never fails"),
         EnvFault(kind="broker-kill", hold_s=20.0, blocks=True,
@@ -125,7 +125,10 @@ class FaultOutcome:
     """What one fault did to the job (see the module docstring for the measure).
 
     ``time_to_flow_s`` is None when no batch with input completed before the horizon
-    (the next fault, or the end of the run)."""
+    (the next fault, or the end of the run). ``longest_gap_s`` is the longest time without
+    a committed batch with input, from the last such batch before the injection to the
+    first one after the fault was over: how long the output stood still. None when there
+    is no batch on either side."""
 
     kind: FaultKind
     injected_at: float
@@ -133,6 +136,7 @@ class FaultOutcome:
     behaviour: Behaviour
     batches_during: int
     time_to_flow_s: float | None
+    longest_gap_s: float | None
     alerts: tuple[str, ...]
 
 
@@ -165,6 +169,7 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     - ``behaviour``: "failed, restarted from the checkpoint" when the job process died,
       else "kept going" when batches completed during the fault, else "waited";
     - ``time_to_flow_s``: see the module docstring; only batches before ``horizon`` count;
+    - ``longest_gap_s``: see :class:`FaultOutcome`;
     - ``alerts``: the kinds of the alerts raised in ``[injected_at, horizon)``, in order.
     """
     spec = FAULTS.get(fault.kind)
@@ -174,6 +179,11 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     during = sum(1 for at, _ in productive if fault.injected_at + GRACE_S < at < fault.undone_at)
     reference = fault.undone_at if spec.blocks else fault.injected_at
     first = next((at for at, _ in productive if reference < at < horizon), None)
+    before = [at for at, _ in productive if at <= fault.injected_at]
+    gap = None
+    if before and first is not None:
+        times = [before[-1]] + [at for at, _ in productive if fault.injected_at < at <= first]
+        gap = round(max(b - a for a, b in zip(times, times[1:])), 1) if len(times) > 1 else None
     if fault.job_died:
         behaviour: Behaviour = "failed, restarted from the checkpoint"
     elif during:
@@ -183,7 +193,7 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     kinds = tuple(str(a["kind"]) for a in sorted(alerts, key=lambda a: a["at"]) if fault.injected_at <= a["at"] < horizon)
     return FaultOutcome(kind=fault.kind, injected_at=fault.injected_at, undone_at=fault.undone_at, behaviour=behaviour,
                         batches_during=during, time_to_flow_s=None if first is None else round(first - fault.injected_at, 1),
-                        alerts=kinds)  # fmt: skip
+                        longest_gap_s=gap, alerts=kinds)  # fmt: skip
 
 
 def timeline(events: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tuple[float, int | None]], *, start: float,
@@ -326,7 +336,7 @@ class FaultRun:
         time to flow (s), alerts."""
         return [{"fault": o.kind, "at (s)": round(o.injected_at - self.start), "held (s)": round(o.undone_at - o.injected_at),
                  "what the job did": o.behaviour, "batches during": o.batches_during,
-                 "time to flow (s)": o.time_to_flow_s, "alerts": ", ".join(o.alerts) or "-"} for o in self.outcomes]  # fmt: skip
+                 "time to flow (s)": o.time_to_flow_s, "longest gap (s)": o.longest_gap_s, "alerts": ", ".join(o.alerts) or "-"} for o in self.outcomes]  # fmt: skip
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -378,7 +388,7 @@ def run_faults(
     topic_prefix: str,
     output: str,
     rate: float = 100.0,
-    gap_s: float = 25.0,
+    gap_s: float = 15.0,
     warmup_s: float = 10.0,
     stall_after_s: float = 10.0,
     seed: int = 4,
@@ -550,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topic-prefix", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
-    for name, default in (("rate", 100.0), ("gap-s", 25.0), ("warmup-s", 10.0), ("stall-after-s", 10.0), ("seed", 4)):
+    for name, default in (("rate", 100.0), ("gap-s", 15.0), ("warmup-s", 10.0), ("stall-after-s", 10.0), ("seed", 4)):
         parser.add_argument(f"--{name}", type=float, default=default)
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.faults.split(",") if k.strip()]

@@ -19,7 +19,7 @@ def test_a_blocking_fault_counts_time_to_flow_from_the_injection_to_the_first_ba
     fault = Injected(kind="minio-pause", injected_at=100, undone_at=125)
     judged = outcome(fault, events, horizon=200)
     assert judged.behaviour == "waited" and judged.batches_during == 0
-    assert judged.time_to_flow_s == 33.0
+    assert judged.time_to_flow_s == 33.0 and judged.longest_gap_s == 32.0  # from 101 to 133
 
 
 def test_a_blocking_fault_with_no_batch_while_it_lasts_waited():
@@ -32,12 +32,14 @@ def test_an_absorbed_worker_kill_counts_from_the_injection():
     events = [_batch(99, 10), _batch(104, 10), _batch(106, 10)]
     judged = outcome(Injected(kind="worker-kill", injected_at=100, undone_at=120), events, horizon=200)
     assert judged.behaviour == "kept going" and judged.batches_during == 1 and judged.time_to_flow_s == 4.0
+    assert judged.longest_gap_s == 5.0  # 99 -> 104: the batch re-run on the surviving executor
 
 
 def test_a_dead_job_process_is_reported_as_failed_and_batches_after_the_horizon_do_not_count():
     events = [_batch(99, 10), _batch(250, 10)]
     judged = outcome(Injected(kind="driver-kill", injected_at=100, undone_at=105, job_died=True), events, horizon=200)
     assert judged.behaviour == "failed, restarted from the checkpoint" and judged.time_to_flow_s is None
+    assert judged.longest_gap_s is None
 
 
 def test_alerts_are_attributed_to_the_fault_whose_window_they_fall_in():
@@ -75,7 +77,7 @@ def test_every_fault_says_what_it_breaks_and_what_a_correct_job_does():
 def test_a_fault_run_survives_its_json_round_trip(tmp_path):
     run = FaultRun(start=1.0, end=2.0, faults=[Injected(kind="broker-kill", injected_at=1.0, undone_at=1.5)],
                    outcomes=[FaultOutcome(kind="broker-kill", injected_at=1.0, undone_at=1.5, behaviour="waited",
-                                          batches_during=0, time_to_flow_s=3.0, alerts=("stall",))],
+                                          batches_during=0, time_to_flow_s=3.0, longest_gap_s=4.0, alerts=("stall",))],
                    events=[], alerts=[], high_watermarks=[(1.0, None)], verdict={"ok": True}, job_starts=1, ledger="l",
                    output="o", files={"events": tmp_path / "e"})  # fmt: skip
     back = FaultRun.from_json(run.to_json())
