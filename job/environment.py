@@ -410,7 +410,7 @@ def run_faults(
     Leaves every service running and healthy. Raises :class:`EnvironmentFaultError` when
     the job does not start or does not drain.
     """
-    from job.pipeline import end_offsets
+    from job.pipeline import source_end_offsets
     from job.watch import JsonLinesChannel, Thresholds, follow_log, kafka_high_watermarks
     from producers.run import RunConfig, Runner
 
@@ -443,7 +443,7 @@ def run_faults(
         while not sampling.is_set():
             at = time.time()
             try:
-                total: int | None = sum(o for parts in end_offsets(bootstrap, topic_prefix, timeout_s=2.0).values() for o in parts.values())
+                total: int | None = sum(o for parts in source_end_offsets(bootstrap, topic_prefix, timeout_s=2.0).values() for o in parts.values())
             except Exception:  # noqa: BLE001 -- a dead broker is a gap in the series, not a crash
                 total = None
             highs.append((at, total))
@@ -492,7 +492,7 @@ def run_faults(
                 job.start()
         runner.stop()
         producing.join(120)
-        targets = end_offsets(bootstrap, topic_prefix)
+        targets = source_end_offsets(bootstrap, topic_prefix)
         goal = sum(o for parts in targets.values() for o in parts.values())
 
         def drained() -> bool:

@@ -176,9 +176,9 @@ class Matrix:
 
     def frame(self, settings) -> pd.DataFrame:
         """:func:`matrix_frame` of the runs' reports against this matrix's ledger."""
-        from job.verify_spark import ledger_frame
+        from job.verify_spark import load_ledger
 
-        return matrix_frame({p: r.report for p, r in self.runs.items()}, ledger_frame(settings, self.ledger))
+        return matrix_frame({p: r.report for p, r in self.runs.items()}, load_ledger(settings, self.ledger))
 
 
 def _produce(settings, *, ledger: str, prefix: str, faults: Sequence[Fault], snapshot_every: int, sites: int,
@@ -197,13 +197,13 @@ def _verify(spark, settings, *, ledger: str, cfg: JobConfig, policy: str):
     """The verifier's report; an output the job never committed to (``strict`` stopped in its
     first batch) is verified as empty rather than failing to read."""
     from job.verify import check, output_frames
-    from job.verify_spark import ledger_frame, verify_lake
+    from job.verify_spark import load_ledger, verify_lake
 
     from job.trap import sink_log_batches
 
     if sink_log_batches(spark, cfg.sessions_path):
         return verify_lake(settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
-    return check(ledger_frame(settings, ledger), *output_frames([], [], []), policy=policy)  # type: ignore[arg-type]
+    return check(load_ledger(settings, ledger), *output_frames([], [], []), policy=policy)  # type: ignore[arg-type]
 
 
 def run_policy(spark, settings, cfg: JobConfig, *, ledger: str, progress: Callable[[str], None] = print) -> PolicyRun:
@@ -311,7 +311,7 @@ def interval_sweep(
     seed: the faults hit the same message indices), run the job once under ``resync`` over
     ``<prefix>*``, and verify each interval's ledger on its own (the other intervals'
     sessions are foreign to it and not judged)."""
-    from job.verify_spark import ledger_frame
+    from job.verify_spark import load_ledger
     from producers.run import new_run_id
 
     prefix = prefix or f"integrity-{new_run_id()}-"
@@ -326,10 +326,10 @@ def interval_sweep(
     cfg = _config(settings, workdir, prefix, "sweep", policy="resync", max_offsets_per_trigger=None)
     run = run_policy(spark, settings, cfg, ledger=ledgers[intervals[0]], progress=progress)
     points = [SweepPoint(snapshot_every=intervals[0], ledger=ledgers[intervals[0]], report=run.report,
-                         bound=window_bound(ledger_frame(settings, ledgers[intervals[0]])),
-                         faulted=_faulted(ledger_frame(settings, ledgers[intervals[0]])))]  # fmt: skip
+                         bound=window_bound(load_ledger(settings, ledgers[intervals[0]])),
+                         faulted=_faulted(load_ledger(settings, ledgers[intervals[0]])))]  # fmt: skip
     for n in intervals[1:]:
-        frame = ledger_frame(settings, ledgers[n])
+        frame = load_ledger(settings, ledgers[n])
         report = _verify(spark, settings, ledger=ledgers[n], cfg=cfg, policy="resync")
         points.append(SweepPoint(snapshot_every=n, ledger=ledgers[n], report=report, bound=window_bound(frame),
                                  faulted=_faulted(frame)))  # fmt: skip

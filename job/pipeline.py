@@ -323,7 +323,7 @@ def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
     return queries
 
 
-def end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -> dict[str, dict[str, int]]:
+def source_end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -> dict[str, dict[str, int]]:
     """High watermarks of every topic with the prefix, as {topic: {partition: offset}}: the
     baseline's, in the shape of the Kafka source's progress offsets."""
     from job.baseline import end_offsets as high_watermarks
@@ -365,7 +365,7 @@ def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float 
     from job.errors import DrainTimeoutError
     from sandbox.progress import Ticker
 
-    targets = end_offsets(bootstrap, topic_prefix)
+    targets = source_end_offsets(bootstrap, topic_prefix)
     total = sum(sum(p.values()) for p in targets.values())
     progress(f"[job] draining {total} records from {len(targets)} topic(s)")
     deadline = time.monotonic() + timeout_s

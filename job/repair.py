@@ -474,9 +474,9 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     bootstrap = settings.endpoints().kafka_bootstrap
     inputs = _read_inputs(spark, bootstrap, ends)
     frames = _read_lake(spark, cfg.sessions_path, cfg.raw_path if cfg.raw_archive else None)
-    from job.pipeline import end_offsets
+    from job.pipeline import source_end_offsets
 
-    kafka = [(t, int(p)) for t, parts in end_offsets(bootstrap, cfg.topic_prefix).items() for p in parts]
+    kafka = [(t, int(p)) for t, parts in source_end_offsets(bootstrap, cfg.topic_prefix).items() for p in parts]
     backup = cfg.checkpoint.parent / f"{cfg.checkpoint.name}.repair-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     plan = plan_repair(
         checkpoint=str(cfg.checkpoint), output=cfg.output, backup=str(backup), checkpoint_end=ends, inputs=inputs,

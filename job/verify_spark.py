@@ -15,7 +15,7 @@ def lake_frames(spark, lake_root: str) -> dict[str, object]:
     return {name: lake.read_output(spark, path, name).toPandas() for name in ("rows", "quarantine", "sessions")}
 
 
-def ledger_frame(settings, ledger: str):
+def load_ledger(settings, ledger: str):
     from producers.ledger import S3Target, read_ledger
 
     s3 = S3Target(
@@ -56,14 +56,14 @@ def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, pr
     from job.verify import check
     from sandbox.spark import spark_session
 
-    expected = None if ledger.startswith(("s3a://", "s3://")) else ledger_frame(settings, ledger)
+    expected = None if ledger.startswith(("s3a://", "s3://")) else load_ledger(settings, ledger)
     if preflight:
         from sandbox.health import require
 
         require(settings, "minio", "spark")
         check_lake(settings, lake)
     if expected is None:
-        expected = ledger_frame(settings, ledger)
+        expected = load_ledger(settings, ledger)
     spark = spark or spark_session(settings, "verify")
     frames = lake_frames(spark, lake)
     return check(expected, frames["rows"], frames["quarantine"], frames["sessions"], policy=policy, deleted=deleted)
@@ -81,7 +81,7 @@ def verify_archive(settings, *, ledger: str, lake: str, spark=None, raw_path: st
     from sandbox.spark import spark_session
 
     spark = spark or spark_session(settings, "verify")
-    frame = ledger_frame(settings, ledger)
+    frame = load_ledger(settings, ledger)
     topics = sorted(set(frame["topic"].dropna()))
     raw = read_raw(spark, raw_path or lake.rstrip("/") + "/raw")
     archived = raw.where(F.col("topic").isin(topics)).select("topic", "partition", "offset").toPandas()

@@ -42,9 +42,9 @@ def kafka_high_watermarks(bootstrap: str, topic_prefix: str, *, timeout_s: float
     """A lag source: the high watermark of every partition of the topics ``topic_prefix*``."""
 
     def sample() -> Offsets:
-        from job.pipeline import end_offsets
+        from job.pipeline import source_end_offsets
 
-        return end_offsets(bootstrap, topic_prefix, timeout_s=timeout_s)
+        return source_end_offsets(bootstrap, topic_prefix, timeout_s=timeout_s)
 
     return sample
 

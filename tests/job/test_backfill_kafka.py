@@ -55,7 +55,7 @@ def _row_keys(spark, root):
 def test_whole_archive_backfill_after_kafka_lost_its_copy_verifies_clean_and_switches_readers(sandbox, spark, archived):
     cfg, ledger = archived
     settings = sandbox.settings
-    assert pipeline.end_offsets(settings.endpoints().kafka_bootstrap, cfg.topic_prefix) == {}, "Kafka's copy must be gone"
+    assert pipeline.source_end_offsets(settings.endpoints().kafka_bootstrap, cfg.topic_prefix) == {}, "Kafka's copy must be gone"
     assert verify_archive(settings, ledger=ledger, lake=cfg.output, spark=spark).ok
     argv = [sys.executable, "-m", "job", "backfill", "--lake", cfg.output, "--from", "earliest", "--to", "latest",
             "--version", "whole", "--ledger", ledger, "--switch"]  # fmt: skip
