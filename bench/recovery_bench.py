@@ -14,7 +14,9 @@ seed). Per second it records, for each system:
                    bench/job_bench.py defines "visible" (the job: the ``_spark_metadata``
                    entry listing the file; the baseline: its batch kept in memory)
   lag              per partition: the broker's high watermark (sampled every second)
-                   minus the offset the system had committed then; ``lag`` is the sum
+                   minus the offset the system had committed then, the largest in the
+                   second (a restarted baseline's first read counts: see lag_table);
+                   ``lag`` is the sum
 
 and hands the series to the detector (:func:`job.recovery.detect`): recovery time per
 failure for throughput and p90 latency, the lag peak, and whether the run was stable.
@@ -151,11 +153,19 @@ def per_second(run: SystemRun, duration_s: float, ledger: pd.DataFrame | None = 
 
 
 def lag_table(run: SystemRun) -> pd.DataFrame:
-    """Per watermark sample and partition: high watermark, committed offset, lag; the last
-    sample of each second is kept. A worker start with ``reset`` (the baseline) drops what
-    it had committed: it reads from the earliest offset again."""
+    """Per second and partition: high watermark, committed offset, lag, at the moment of
+    the second with the largest lag.
+
+    The moments are the watermark samples (about one a second) and, for a worker that
+    starts with ``reset`` (the baseline: it drops what it had committed and reads from
+    the earliest offset again), the instant before its first batch: its whole history is
+    lag then. A re-read can finish between two samples, so without that moment the peak
+    would depend on where the sampler's ticks happen to fall.
+    """
     rows = []
     committed: dict[tuple[str, int], int] = {}
+    high: dict[tuple[str, int], int] = {}
+    fresh = False  # a reset happened and no batch has been read since
     events = sorted(run.events, key=lambda e: e["ms"])
     i = 0
     highs = run.highs.sort_values("ms")
@@ -164,15 +174,23 @@ def lag_table(run: SystemRun) -> pd.DataFrame:
             e = events[i]
             if e.get("reset"):
                 committed.clear()
+                fresh = True
+            if fresh and "rows" in e:
+                # the moment the new process starts reading: nothing committed, all is lag
+                rows.extend((e["ms"], topic, p, h, 0, h) for (topic, p), h in high.items())
+                fresh = False
             for topic, parts in (e.get("offsets") or {}).items():
                 for p, off in parts.items():
                     committed[(topic, int(p))] = max(committed.get((topic, int(p)), 0), int(off))
             i += 1
-        done = committed.get((sample.topic, int(sample.partition)), 0)
-        rows.append((sample.ms, sample.topic, int(sample.partition), int(sample.high), done, max(0, int(sample.high) - done)))
+        key = (sample.topic, int(sample.partition))
+        high[key] = int(sample.high)
+        done = committed.get(key, 0)
+        rows.append((sample.ms, key[0], key[1], high[key], done, max(0, high[key] - done)))
     frame = pd.DataFrame(rows, columns=["ms", "topic", "partition", "high", "committed", "lag"])
     frame.insert(0, "system", run.system)
     frame["t"] = np.floor((frame["ms"] - run.t0_ms) / 1000).astype(int)
+    frame = frame.sort_values(["t", "topic", "partition", "lag", "ms"])
     return frame.groupby(["t", "topic", "partition"], as_index=False).last()
 
 

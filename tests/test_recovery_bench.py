@@ -51,7 +51,21 @@ def test_a_restarted_baseline_loses_what_it_had_committed_so_its_lag_jumps_back(
                 {"ms": T0 + 2200, "rows": 2, "offsets": {"a": {"0": 2}}}],
         highs=[(T0 + 900, "a", 0, 5), (T0 + 1900, "a", 0, 6), (T0 + 2900, "a", 0, 6)],
     )  # fmt: skip
-    assert rb.lag_table(run)["lag"].tolist() == [0, 6, 4]
+    # second 2: the instant before the new process's first batch (all 6 are lag) beats the
+    # later sample (4 left)
+    assert rb.lag_table(run)["lag"].tolist() == [0, 6, 6]
+
+
+def test_a_re_read_that_ends_between_two_samples_still_shows_its_peak(rb):
+    run = make_run(
+        rb, system="baseline",
+        events=[{"ms": T0 + 100, "rows": 5, "offsets": {"a": {"0": 5}}}, {"ms": T0 + 1200, "start": True, "reset": True},
+                {"ms": T0 + 1300, "rows": 5, "offsets": {"a": {"0": 5}}}],
+        highs=[(T0 + 900, "a", 0, 5), (T0 + 1900, "a", 0, 5)],
+    )  # fmt: skip
+    lag = rb.lag_table(run)
+    assert lag["lag"].tolist() == [0, 5]
+    assert lag[["high", "committed"]].values.tolist() == [[5, 5], [5, 0]]
 
 
 def test_a_second_without_watermark_sample_has_no_lag_value(rb):
