@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -88,30 +83,6 @@ def test_strict_policy_fails_on_first_fault_naming_topic_partition_offset_and_se
     topic = f"{prefix}"
     assert topic in message and "offset" in message and "session" in message, message
     assert "gap" in message, message
-
-
-def test_killed_driver_restarts_from_checkpoint_without_loss_or_duplicates(sandbox, spark, produce, tmp_path):
-    prefix, ledger, _ = produce(duration=6.0, rate=300.0)
-    settings = sandbox.settings
-    output = f"s3a://{settings.bucket}/itest/restart-{uuid.uuid4().hex[:8]}"
-    checkpoint = tmp_path / "ckpt-restart"
-    argv = [sys.executable, "-m", "job", "run", "--topic-prefix", prefix, "--output", output, "--checkpoint", str(checkpoint),
-            "--trigger", "2 seconds", "--max-offsets-per-trigger", "300"]  # fmt: skip
-    env = dict(os.environ)
-    first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        commits = checkpoint / "sessions" / "commits"
-        wait_for(lambda: commits.exists() and len(list(commits.glob("[0-9]*"))) >= 2, timeout_s=240,
-                 what="the first job committing two batches", abort=lambda: first.poll() is not None and "the job exited")  # fmt: skip
-    finally:
-        os.killpg(first.pid, signal.SIGKILL)  # the driver dies mid-stream, no shutdown hook
-        first.wait()
-    done = subprocess.run([*argv, "--until-drained"], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = verify_lake(settings, ledger=ledger, lake=output, policy="resync", spark=spark)
-    assert report.ok, report.summary()
-    rows = lake.read_output(spark, output.rstrip("/") + "/sessions-out", "rows")
-    assert rows.count() == rows.dropDuplicates(["session", "epoch", "seq", "row_id", "offset"]).count()
 
 
 def test_site_that_starts_after_the_job_appears_in_the_output(sandbox, spark, produce, tmp_path):
