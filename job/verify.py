@@ -721,7 +721,7 @@ def _out_of_line(times: Sequence[int], tolerance: int) -> list[tuple[int, tuple[
         starting[i] = at + 1
     longest = max(ending, default=0)
     inline = [ending[i] + starting[i] - 1 == longest for i in range(n)]
-    # The latest in-line time before each index, the earliest after it (with where).
+    # For each index, the in-line index before it with the latest time and the one after it with the earliest.
     before: list[int | None] = [None] * n
     best = None
     for i in range(n):
