@@ -18,6 +18,35 @@ What is compared, per session of the ledger
     ``gaps``, ``divergences`` and ``epoch_changes`` counters must be allowed by a fault.
     Output that no ledger record explains is ``unexpected``.
 
+Order and event time (what the output shows, judged per session)
+    ``reordered`` means *applied* out of sequence order, not arrived out of it: a record
+    whose changes are in ``rows`` and that the job applied after it had already applied a
+    record of the same session with a higher ``(epoch, seq)``. Each such record is one
+    finding, at its own coordinates, naming the witness (the highest such record). The
+    apply order is the order the core reads records in, ``(partition, offset)``: under
+    ``strict``, ``resync`` and ``none`` each record is applied (or refused) when it is
+    read. Under ``window`` a record ahead of the expected seq is held and applied once the
+    seqs before it are; a change keeps its own record's offset, not the moment it was
+    applied, so the verifier counts an earlier-offset record W as applied *after* the
+    record R when the window could have held it: same epoch, W not a snapshot (a snapshot
+    is never held), and every intended ``(epoch, seq)`` from R's up to W's applied (a
+    window releases W only when that gap has closed). Limitation: whether the hold fitted
+    the window size is not checked (``check`` does not know it). A re-application of a
+    message is ``duplicated``, never ``reordered``. Allowed inside a ``reorder`` window
+    (from the lower swapped seq to the next clean snapshot), under ``none`` only.
+
+    ``late``: the event time of an applied record is out of line with its neighbours.
+    Per session and epoch, take one event time per applied ``(epoch, seq)`` (the rows'
+    ``event_ts_ms``) in seq order; a correct producer's clock makes them non-decreasing. A
+    record is *in line* when it belongs to some longest non-decreasing subsequence of
+    them; a record in none is late when it is more than :data:`LATE_TOLERANCE_MS` earlier
+    than an in-line record before it or later than one after it. So a pause (a step
+    forward) flags nothing, a single shifted record is the one flagged whichever way it
+    moved, and when the times cannot say which of two records moved (a tie, e.g. the last
+    two of an epoch) neither is flagged. Late records are applied and counted as applied
+    (never lost). Allowed inside a ``clock-skew`` window (the skewed message), under every
+    policy.
+
 When an anomaly is allowed
     Only inside a loss window of a fault that allows that anomaly at that ``(epoch,
     seq)`` (``ExpectedSession.allows``), and only if the policy can show it at all:
@@ -53,6 +82,7 @@ from job.lake import STATUS_COLUMNS
 from job.session import Policy, QuarantineRecord, RowChange, SessionStatus, rebuild
 
 __all__ = [
+    "LATE_TOLERANCE_MS",
     "QUARANTINE_COLUMNS",
     "ROWS_COLUMNS",
     "SESSIONS_COLUMNS",
@@ -91,6 +121,11 @@ _POLICY_SHOWS: dict[str, frozenset[str]] = {
     "window": frozenset(a.value for a in Anomaly) - {"duplicated", "reordered"},
     "none": frozenset(a.value for a in Anomaly),
 }
+#: How far (ms) an event time may run against seq order before it counts as ``late``: a
+#: producer's clock can step back a little (NTP); the ``clock-skew`` fault moves a
+#: message by a minute to an hour unless told otherwise.
+LATE_TOLERANCE_MS = 1_000
+
 # The lake's status columns back to the SessionStatus fields.
 _STATUS_FIELDS = {column: name for name, column in STATUS_COLUMNS.items()}
 
@@ -390,6 +425,8 @@ class _Session:
         self.check_records()
         self.check_unexplained()
         self.check_duplicates()
+        self.check_reordered()
+        self.check_late()
         if self.policy == "strict":
             self.check_strict_prefix()
         else:
@@ -475,6 +512,63 @@ class _Session:
                 key=(epoch, seq),
                 record=(str(last["topic"]), int(last["partition"]), int(last["offset"])),
             )
+
+    def _applied(self) -> list[tuple[tuple[str, int, int], tuple[int, int], Any]]:
+        """Each record with changes in ``rows``, in apply order for the policies that apply
+        on reading: ``(record, (epoch, seq), first change)``, sorted by (topic, partition, offset)."""
+        return [
+            (where, (int(cs[0].epoch), int(cs[0].seq)), cs[0])
+            for where, cs in sorted(self.changes_at.items(), key=lambda item: item[0])
+        ]
+
+    def check_reordered(self) -> None:
+        """Records applied after a record with a higher (epoch, seq); see the module docstring."""
+        applied = self._applied()
+        if not applied:
+            return
+        done = {key for _, key, _ in applied}
+        earlier: list[tuple[tuple[int, int], tuple[str, int, int], str]] = []  # sorted by key
+        seen: set[tuple[int, int]] = set()
+        for where, key, change in applied:
+            if key in seen:
+                continue  # applied again: that is `duplicated`
+            seen.add(key)
+            if earlier and earlier[-1][0] > key:
+                ahead = earlier[bisect.bisect_right(earlier, (key, ("", 0, 0), "")):]
+                if self.policy == "window":
+                    ahead = [w for w in ahead if not self._window_held(key, w[0], w[2], done)]
+                if ahead:
+                    (e, s), (_, _, at), _ = max(ahead)
+                    self.note("reordered", f"seq {key[1]} (epoch {key[0]}) applied at offset {where[2]} after "
+                              f"seq {s} (epoch {e}) at offset {at}", key=key, record=where)  # fmt: skip
+            bisect.insort(earlier, (key, where, str(change.op)))
+
+    def _window_held(self, key: tuple[int, int], ahead: tuple[int, int], op: str, done: set[tuple[int, int]]) -> bool:
+        """Could policy ``window`` have held the record ``ahead`` until ``key`` was applied?"""
+        if ahead[0] != key[0] or op == "snapshot":
+            return False
+        lo, hi = bisect.bisect_right(self.order, key), bisect.bisect_left(self.order, ahead)
+        return all(k in done for k in self.order[lo:hi])
+
+    def check_late(self) -> None:
+        """Applied records whose event time is out of line with their neighbours (module docstring)."""
+        first: dict[tuple[int, int], tuple[int, tuple[str, int, int]]] = {}
+        for where, key, change in self._applied():
+            first.setdefault(key, (int(change.event_ts_ms), where))
+        by_epoch: dict[int, list[tuple[int, int, tuple[str, int, int]]]] = defaultdict(list)
+        for (epoch, seq), (ts, where) in sorted(first.items()):
+            by_epoch[epoch].append((seq, ts, where))
+        for epoch, records in by_epoch.items():
+            times = [ts for _, ts, _ in records]
+            for i, (side, j) in _out_of_line(times, LATE_TOLERANCE_MS):
+                seq, ts, where = records[i]
+                other_seq, other_ts, _ = records[j]
+                detail = (
+                    f"event time {ts} is {other_ts - ts} ms earlier than seq {other_seq}'s before it"
+                    if side == "earlier"
+                    else f"event time {ts} is {ts - other_ts} ms later than seq {other_seq}'s after it"
+                )
+                self.note("late", detail, key=(epoch, seq), record=where)
 
     def check_table(self, exp: ExpectedSession) -> None:
         """The rebuilt table against the intended one, on the rows the ledger marks certain."""
@@ -599,6 +693,57 @@ class _Session:
             for where, r in self.delivered.items():
                 self._where.setdefault((int(r.epoch), int(r.seq)), where)
         return None if key is None else self._where.get(key)
+
+
+# -- event time ----------------------------------------------------------------------------
+
+
+def _out_of_line(times: Sequence[int], tolerance: int) -> list[tuple[int, tuple[str, int]]]:
+    """The indexes of ``times`` (event times in seq order) that are out of line, each with
+    its witness: ``("earlier", j)`` (more than ``tolerance`` before the in-line time at
+    ``j < i``) or ``("later", j)`` (more than ``tolerance`` after the in-line time at ``j > i``).
+
+    In line means in some longest non-decreasing subsequence: ``ending[i] + starting[i] - 1``
+    equals its length, where ``ending``/``starting`` are the longest such subsequences
+    ending/starting at ``i`` (patience sorting, O(n log n); sessions run to thousands).
+    """
+    n = len(times)
+    ending, starting = [0] * n, [0] * n
+    tails: list[int] = []
+    for i, t in enumerate(times):
+        at = bisect.bisect_right(tails, t)
+        tails[at:at + 1] = [t]
+        ending[i] = at + 1
+    tails = []
+    for i in range(n - 1, -1, -1):  # backwards, negated: non-decreasing from i onwards
+        at = bisect.bisect_right(tails, -times[i])
+        tails[at:at + 1] = [-times[i]]
+        starting[i] = at + 1
+    longest = max(ending, default=0)
+    inline = [ending[i] + starting[i] - 1 == longest for i in range(n)]
+    # For each index, the in-line index before it with the latest time and the one after it with the earliest.
+    before: list[int | None] = [None] * n
+    best = None
+    for i in range(n):
+        before[i] = best
+        if inline[i] and (best is None or times[i] >= times[best]):
+            best = i
+    after: list[int | None] = [None] * n
+    best = None
+    for i in range(n - 1, -1, -1):
+        after[i] = best
+        if inline[i] and (best is None or times[i] <= times[best]):
+            best = i
+    out: list[tuple[int, tuple[str, int]]] = []
+    for i in range(n):
+        if inline[i]:
+            continue
+        b, a = before[i], after[i]
+        if b is not None and times[i] < times[b] - tolerance:
+            out.append((i, ("earlier", b)))
+        elif a is not None and times[i] > times[a] + tolerance:
+            out.append((i, ("later", a)))
+    return out
 
 
 # -- records Kafka deleted -----------------------------------------------------------------

@@ -27,6 +27,10 @@ def test_each_policy_keeps_its_promise_on_the_same_damaged_run(sandbox, spark, t
     skew = frame.loc[("resync", ClockSkew.name)]
     # a late timestamp costs nothing of its own: applied (unless another fault's window covers it), never set aside
     assert skew.faulted > 0 and skew.applied > 0 and skew.quarantined == 0 and skew.lost == 0
+    # none applies everything in arrival order: the skewed times are flagged late, the swaps reordered
+    # (the seed fixes where the faults land; resync and window must never show reordered, ok checks that)
+    assert "late" in frame.loc[("none", ClockSkew.name), "other_kinds"].split(", ")
+    assert "reordered" in frame.loc[("none", Reorder.name), "other_kinds"].split(", ")
     assert frame.allowed.all()
 
 

@@ -57,14 +57,16 @@ def build_stream(
     rows: int,
     faults: tuple[str, ...],
     delivery: tuple[tuple[int, str], ...] = (),
+    pauses: tuple[float, ...] = (),
 ) -> Stream:
     """Drive one session through its faults; ``delivery`` overrides outcomes by transmission index.
 
     ``failed`` and ``indeterminate-lost`` records never reach the topic, ``indeterminate-arrived``
-    ones do (the ledger just does not know where).
+    ones do (the ledger just does not know where). The producer's clock ticks one second
+    per message, or by ``pauses`` (seconds, in turn) when given.
     """
     site = Site("fleet-2", "fleet", seed=site_seed, rows=rows)
-    clock = itertools.count()
+    clock = itertools.accumulate(itertools.cycle(pauses)) if pauses else itertools.count()
     driver = SessionDriver(
         site,
         ordinal=0,
@@ -386,6 +388,43 @@ def test_the_verifier_accepts_what_strict_wrote_before_it_stopped(stream: Stream
         statuses.append(s.status)
     report = check(stream.ledger, *output_frames(changes, quarantine, statuses), policy="strict")
     assert report.ok, (stream.recipe, report.summary())
+
+
+@PROPERTY
+@given(
+    seed=st.integers(0, 2**31),
+    length=st.integers(3, 90),
+    every=st.integers(2, 25),
+    pauses=st.lists(st.sampled_from([0.0, 0.001, 0.5, 1.0, 30.0, 3_600.0]), min_size=1, max_size=8),
+    policy=st.sampled_from(["strict", "resync", "window", "none"]),
+)
+def test_a_session_without_faults_shows_no_anomaly_under_any_policy(
+    seed: int, length: int, every: int, pauses: list[float], policy: str
+) -> None:
+    # pauses of any length between messages (an hour included) are not late event times
+    stream = build_stream(seed=seed, site_seed=seed % 3, length=length, every=every, rows=4, faults=(),
+                          pauses=tuple(pauses))  # fmt: skip
+    s = step(None, stream.records, policy=policy, window=4)  # type: ignore[arg-type]
+    report = check(stream.ledger, *output_frames(s.changes, s.quarantine, [s.status]), policy=policy)  # type: ignore[arg-type]
+    assert report.ok and report.anomalies == (), report.summary()
+
+
+@PROPERTY
+@given(seed=st.integers(0, 2**31), length=st.integers(3, 90), k=st.integers(1, 6), p=st.sampled_from([0.05, 0.2]))
+def test_under_none_every_record_a_reorder_moved_later_is_reported_reordered(
+    seed: int, length: int, k: int, p: float
+) -> None:
+    stream = build_stream(seed=seed, site_seed=seed % 3, length=length, every=10, rows=4, faults=(f"reorder:{p}:k={k}",))
+    s = step(None, stream.records, policy="none")
+    report = check(stream.ledger, *output_frames(s.changes, s.quarantine, [s.status]), policy="none")
+    assert report.ok, report.summary()
+    moved = {
+        int(e.offset)
+        for e in stream.entries
+        if e.fault == "reorder" and json.loads(e.fault_detail or "{}").get("moved") == "later" and e.kind != "end"
+    }
+    reported = {f.offset for f in report.anomalies if f.kind == "reordered"}
+    assert moved <= reported, (stream.recipe, sorted(moved - reported))
 
 
 def test_an_oversized_record_in_a_generated_session_is_refused_and_the_table_recovers() -> None:
