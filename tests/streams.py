@@ -3,9 +3,12 @@ and the verifier: the same seven messages, so the three are checked against one 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
-from producers.contract import Message
+from producers.contract import Message, encode
+from producers.ledger import LedgerEntry
 
 SID = "fleet-2-s0000"
 
@@ -38,3 +41,36 @@ def base_session(msg=message) -> list[Message]:
 
 #: The table ``base_session`` leaves.
 FINAL = {"b": r("b", 2), "c": r("c", 1)}
+
+
+def ledger_entry(
+    m: Message,
+    send_index: int,
+    *,
+    topic: str,
+    outcome: str = "ok",
+    sent: bytes | None = None,
+    fault: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+    offset: int | None = None,
+) -> LedgerEntry:
+    """The ledger row of ``m`` as the producers would write it (run ``r``); ``offset``
+    given means it arrived, in partition 0."""
+    return LedgerEntry(
+        run_id="r",
+        send_index=send_index,
+        site=m.site,
+        session=m.session,
+        topic=topic,
+        kind=m.kind.value,
+        seq=m.seq,
+        epoch=m.epoch,
+        ts=m.ts,
+        intended=encode(m).decode(),
+        sent=sent,
+        fault=fault,
+        fault_detail=json.dumps(dict(detail or {})) if fault else None,
+        outcome=outcome,  # type: ignore[arg-type]
+        partition=None if offset is None else 0,
+        offset=offset,
+    )

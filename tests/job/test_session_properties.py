@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +26,7 @@ from producers.faults import parse_fault
 from producers.ledger import LedgerEntry, ledger_frame
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import Site
+from tests.streams import ledger_entry
 
 TOPIC = "collection-fleet-2"
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,36 +93,14 @@ def build_stream(
             records.append(Record(TOPIC, 0, offset, m.session, t.value, 1_000 + offset))
             arrived[i] = records[-1]
         entries.append(
-            LedgerEntry(
-                run_id="r",
-                send_index=i,
-                site=m.site,
-                session=m.session,
-                topic=TOPIC,
-                kind=m.kind.value,
-                seq=m.seq,
-                epoch=m.epoch,
-                ts=m.ts,
-                intended=_intended(t),
-                sent=t.value,
-                fault=t.fault,
-                fault_detail=json.dumps(dict(t.detail)) if t.fault else None,
-                outcome="indeterminate" if outcome.startswith("indeterminate") else outcome,  # type: ignore[arg-type]
-                partition=0 if outcome == "ok" else None,
-                offset=offset if outcome == "ok" else None,
-            )
+            ledger_entry(m, i, topic=TOPIC, outcome="indeterminate" if outcome.startswith("indeterminate") else outcome,
+                         sent=t.value, fault=t.fault, detail=t.detail, offset=offset if outcome == "ok" else None)  # fmt: skip
         )
     recipe = (
         f"seed={seed}, site_seed={site_seed}, length={length}, every={every}, rows={rows}, "
         f"faults={faults}, delivery={delivery}"
     )
     return Stream(driver.id, ledger_frame(entries), entries, records, arrived, faults, recipe)
-
-
-def _intended(t: Any) -> str:
-    from producers.contract import encode
-
-    return encode(t.message).decode("utf-8")
 
 
 @st.composite

@@ -22,8 +22,8 @@ from job.errors import IntegrityError, UsageError
 from job.session import QuarantineRecord, Record, RowChange, SessionStatus, step
 from job.verify import Report, check, output_frames
 from producers.contract import Message, encode
-from producers.ledger import LedgerEntry, ledger_frame
-from tests.streams import base_session, message, r
+from producers.ledger import ledger_frame
+from tests.streams import base_session, ledger_entry, message, r
 
 SID = "fleet-2-s0000"
 TOPIC = "collection-fleet-2"
@@ -49,24 +49,8 @@ def ledger(*items: Message | tuple[Message, dict[str, Any]]) -> pd.DataFrame:
         outcome = opts.get("outcome", "not-sent" if fault in NOT_SENT else "ok")
         sent = opts.get("sent", encode(m)) if outcome != "not-sent" else None
         entries.append(
-            LedgerEntry(
-                run_id="r",
-                send_index=i,
-                site=m.site,
-                session=m.session,
-                topic=TOPIC,
-                kind=m.kind.value,
-                seq=m.seq,
-                epoch=m.epoch,
-                ts=m.ts,
-                intended=encode(m).decode(),
-                sent=sent,
-                fault=fault,
-                fault_detail=json.dumps(opts.get("detail", {})) if fault else None,
-                outcome=outcome,
-                partition=0 if outcome == "ok" else None,
-                offset=offset if outcome == "ok" else None,
-            )
+            ledger_entry(m, i, topic=TOPIC, outcome=outcome, sent=sent, fault=fault, detail=opts.get("detail"),
+                         offset=offset if outcome == "ok" else None)  # fmt: skip
         )
         offset += opts.get("arrives", outcome == "ok")
     return ledger_frame(entries)

@@ -9,7 +9,6 @@ so the intended final table is {b:2, c:1}.
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Any
 
 import pandas as pd
@@ -18,10 +17,10 @@ import pytest
 from producers.contract import Message, encode
 from producers.expected import DELIVERY_ALLOWED, expected_sessions, loss_windows
 from producers.faults import FAULTS, Anomaly, parse_fault
-from producers.ledger import LedgerEntry, ledger_frame
+from producers.ledger import ledger_frame
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import Site
-from tests.streams import FINAL, base_session, message, r
+from tests.streams import FINAL, base_session, ledger_entry, message, r
 
 SID = "fleet-2-s0000"
 
@@ -42,24 +41,8 @@ def ledger(*rows: Message | tuple[Message, dict[str, Any]]) -> pd.DataFrame:
         fault = opts.get("fault")
         outcome = opts.get("outcome", "not-sent" if fault in NOT_SENT else "ok")
         entries.append(
-            LedgerEntry(
-                run_id="r",
-                send_index=i,
-                site=m.site,
-                session=m.session,
-                topic="collection-fleet-2",
-                kind=m.kind.value,
-                seq=m.seq,
-                epoch=m.epoch,
-                ts=m.ts,
-                intended=encode(m).decode(),
-                sent=None if outcome == "not-sent" else encode(m),
-                fault=fault,
-                fault_detail=json.dumps(opts.get("detail", {})) if fault else None,
-                outcome=outcome,
-                partition=0 if outcome == "ok" else None,
-                offset=i if outcome == "ok" else None,
-            )
+            ledger_entry(m, i, topic="collection-fleet-2", outcome=outcome, sent=None if outcome == "not-sent" else encode(m),
+                         fault=fault, detail=opts.get("detail"), offset=i if outcome == "ok" else None)  # fmt: skip
         )
     return ledger_frame(entries)
 
@@ -314,22 +297,8 @@ def test_on_a_generated_session_every_fault_is_covered_and_the_final_table_is_th
         for t in d.step():
             m = t.message
             entries.append(
-                LedgerEntry(
-                    run_id="r",
-                    send_index=len(entries),
-                    site=m.site,
-                    session=m.session,
-                    topic="t",
-                    kind=m.kind.value,
-                    seq=m.seq,
-                    epoch=m.epoch,
-                    ts=m.ts,
-                    intended=encode(m).decode(),
-                    sent=t.value,
-                    fault=t.fault,
-                    fault_detail=json.dumps(dict(t.detail)) if t.fault else None,
-                    outcome="ok" if t.value is not None else "not-sent",
-                )
+                ledger_entry(m, len(entries), topic="t", outcome="ok" if t.value is not None else "not-sent", sent=t.value,
+                             fault=t.fault, detail=t.detail)  # fmt: skip
             )
     s = expected_sessions(ledger_frame(entries))[d.id]
     assert s.final_rows == site.table
