@@ -307,7 +307,11 @@ def plot(path: Path, curves: list[Latency]) -> Path | None:
     return path
 
 
-def main() -> int:
+# ----------------------------------------------------------------------------- main
+
+
+def parse_args() -> tuple[argparse.Namespace, list[str]]:
+    """The command line, checked, and the operators it names (exits with status 2 on bad input)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=20_000, help="backlog size (default 20000)")
     parser.add_argument("--max-offsets", type=int, default=5_000, help="maxOffsetsPerTrigger for the backlog runs")
@@ -324,6 +328,86 @@ def main() -> int:
     unknown = sorted(set(operators) - set(OPERATORS))
     if unknown or args.messages < 100 or args.rate <= 0 or args.duration <= 0:
         parser.error(f"--operators takes {', '.join(OPERATORS)}; --messages >= 100; --rate, --duration > 0 (got {unknown or args})")
+    return args, operators
+
+
+def warm_up(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Throughput]:
+    """The untimed warm-up: each operator on a small backlog (its figures are the cold start)."""
+    say("warm-up: an untimed small run, so that JVM start-up and JIT are not billed to the first operator")
+    cold: list[Throughput] = []
+    prefix = f"bench-{run}-w-"
+    ledger = produce(settings, work, prefix, seed=args.seed, messages=800)
+    for operator in operators:
+        cold.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets,
+                                    tag=f"{run}-warm", verify=False))  # fmt: skip
+        say(f"  {operator}: {cold[-1].wall_s:.1f}s")
+    return cold
+
+
+def backlog_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Throughput]:
+    """The backlog phase: the baseline first (the ratios' reference), then the job once per operator."""
+    throughput: list[Throughput] = []
+    prefix = f"bench-{run}-b-"
+    say(f"backlog: producing {args.messages} records")
+    ledger = produce(settings, work, prefix, seed=args.seed, messages=args.messages)
+    say("backlog: baseline")
+    throughput.append(run_baseline_backlog(settings, prefix, ledger))
+    say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
+    for operator in operators:
+        say(f"backlog: job with {operator}")
+        throughput.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets, tag=run))
+        say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
+    return throughput
+
+
+def live_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Latency]:
+    """The live phase: the job once per operator, then the baseline last (the ratios' reference)."""
+    live: list[Latency] = []
+    for n, operator in enumerate(operators):
+        say(f"live: job with {operator}, trigger {args.trigger}")
+        live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
+                                 rate=args.rate, duration=args.duration, trigger=args.trigger, tag=run))  # fmt: skip
+    say("live: baseline")
+    live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration))
+    return live
+
+
+def print_throughput(throughput: list[Throughput], max_offsets: int) -> None:
+    """The backlog table: each run against the first (the baseline), and the verifier's verdicts."""
+    base = throughput[0]
+    print(f"\nthroughput, backlog of {base.records} records (maxOffsetsPerTrigger {max_offsets}, raw archive off)")
+    print(f"  {'':<38}{'records':>8}{'batches':>8}{'wall s':>8}{'rec/s':>9}{'steady rec/s':>14}{'vs baseline':>13}  verified")
+    for t in throughput:
+        steady = f"{t.steady_per_s:,.0f}" if t.steady_per_s else "-"
+        print(f"  {t.name:<38}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
+              f"{t.per_s / base.per_s:>12.3f}x  {'yes' if t.verified else 'NO'}")  # fmt: skip
+    print("  verifier: " + "; ".join(f"{t.name}: {t.verdict}" for t in throughput))
+
+
+def print_latency(live: list[Latency], args: argparse.Namespace) -> None:
+    """The latency table: each run's percentiles, p50 against the last (the baseline)."""
+    print(f"\nlatency, event time -> output visible, {args.rate:.0f} msg/s for {args.duration:.0f}s (job trigger {args.trigger})")
+    print(f"  {'':<38}{'records':>8}{'measured':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}{'p50 vs baseline':>17}")
+    base_p50 = live[-1].p50_ms
+    for lat in live:
+        print(f"  {lat.name:<38}{lat.records:>8}{lat.measured:>9}{lat.p50_ms:>9.0f}{lat.p90_ms:>9.0f}{lat.p99_ms:>9.0f}"
+              f"{lat.max_ms:>9.0f}{lat.p50_ms / max(base_p50, 1e-9):>16.1f}x")  # fmt: skip
+    print("  (job: when the _spark_metadata entry listing the output file was written; baseline: in memory, a lower bound)")
+
+
+def save_report(report: dict, run: str, live: list[Latency]) -> None:
+    """Write ``job-<run>.json`` and, with matplotlib and a live phase, the latency plot; print their paths."""
+    out = RESULTS / f"job-{run}.json"
+    out.write_text(json.dumps(report, indent=2))
+    print(f"\nreport: {out}")
+    if live and (png := plot(RESULTS / f"job-{run}-latency.png", live)):
+        print(f"plot:   {png}")
+
+
+def main() -> int:
+    """Run the phases the flags ask for and print the figures; 0, 1 when an output did not verify,
+    2 when the sandbox did not start."""
+    args, operators = parse_args()
 
     from producers.run import new_run_id
     from sandbox import SandboxError, Settings, open_sandbox
@@ -342,38 +426,9 @@ def main() -> int:
     say(f"Spark application job-bench (driver log {driver_log(settings)})")
     spark = spark_session(settings, "job-bench")
     cores = os.cpu_count()
-    throughput: list[Throughput] = []
-    cold: list[Throughput] = []
-    live: list[Latency] = []
-
-    if not args.skip_warmup:
-        say("warm-up: an untimed small run, so that JVM start-up and JIT are not billed to the first operator")
-        prefix = f"bench-{run}-w-"
-        ledger = produce(settings, work, prefix, seed=args.seed, messages=800)
-        for operator in operators:
-            cold.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets,
-                                        tag=f"{run}-warm", verify=False))  # fmt: skip
-            say(f"  {operator}: {cold[-1].wall_s:.1f}s")
-
-    if not args.skip_backlog:
-        prefix = f"bench-{run}-b-"
-        say(f"backlog: producing {args.messages} records")
-        ledger = produce(settings, work, prefix, seed=args.seed, messages=args.messages)
-        say("backlog: baseline")
-        throughput.append(run_baseline_backlog(settings, prefix, ledger))
-        say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
-        for operator in operators:
-            say(f"backlog: job with {operator}")
-            throughput.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets, tag=run))
-            say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
-
-    if not args.skip_live:
-        for n, operator in enumerate(operators):
-            say(f"live: job with {operator}, trigger {args.trigger}")
-            live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
-                                     rate=args.rate, duration=args.duration, trigger=args.trigger, tag=run))  # fmt: skip
-        say("live: baseline")
-        live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration))
+    cold = [] if args.skip_warmup else warm_up(spark, settings, work, run, args, operators)
+    throughput = [] if args.skip_backlog else backlog_phase(spark, settings, work, run, args, operators)
+    live = [] if args.skip_live else live_phase(spark, settings, work, run, args, operators)
     spark.stop()
 
     import pyspark
@@ -381,37 +436,20 @@ def main() -> int:
     print(f"\njob benchmark {run}: {cores} cores, PySpark {pyspark.__version__}, Spark standalone with "
           f"{settings.spark_workers} workers, RocksDB state store, policy resync, no faults")  # fmt: skip
     if throughput:
-        base = throughput[0]
-        print(f"\nthroughput, backlog of {base.records} records (maxOffsetsPerTrigger {args.max_offsets}, raw archive off)")
-        print(f"  {'':<38}{'records':>8}{'batches':>8}{'wall s':>8}{'rec/s':>9}{'steady rec/s':>14}{'vs baseline':>13}  verified")
-        for t in throughput:
-            steady = f"{t.steady_per_s:,.0f}" if t.steady_per_s else "-"
-            print(f"  {t.name:<38}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
-                  f"{t.per_s / base.per_s:>12.3f}x  {'yes' if t.verified else 'NO'}")  # fmt: skip
-        print("  verifier: " + "; ".join(f"{t.name}: {t.verdict}" for t in throughput))
+        print_throughput(throughput, args.max_offsets)
     if cold:
         print("\ncold start, the first queries of a fresh Spark application (the warm-up; JVM, JIT, Python workers):")
         for t in cold:
             print(f"  {t.name:<38}{t.records:>8} records in {t.wall_s:.1f}s")
     if live:
-        print(f"\nlatency, event time -> output visible, {args.rate:.0f} msg/s for {args.duration:.0f}s (job trigger {args.trigger})")
-        print(f"  {'':<38}{'records':>8}{'measured':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}{'p50 vs baseline':>17}")
-        base_p50 = live[-1].p50_ms
-        for lat in live:
-            print(f"  {lat.name:<38}{lat.records:>8}{lat.measured:>9}{lat.p50_ms:>9.0f}{lat.p90_ms:>9.0f}{lat.p99_ms:>9.0f}"
-                  f"{lat.max_ms:>9.0f}{lat.p50_ms / max(base_p50, 1e-9):>16.1f}x")  # fmt: skip
-        print("  (job: when the _spark_metadata entry listing the output file was written; baseline: in memory, a lower bound)")
+        print_latency(live, args)
     report = {
         "run": run, "cores": cores, "pyspark": pyspark.__version__, "args": vars(args),
         "throughput": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in throughput],
         "cold_start": [asdict(t) for t in cold],
         "latency": [{k: v for k, v in asdict(lat).items() if k != "values_ms"} for lat in live],
     }  # fmt: skip
-    out = RESULTS / f"job-{run}.json"
-    out.write_text(json.dumps(report, indent=2))
-    print(f"\nreport: {out}")
-    if live and (png := plot(RESULTS / f"job-{run}-latency.png", live)):
-        print(f"plot:   {png}")
+    save_report(report, run, live)
     unverified = [t for t in throughput if t.verified is False]
     if unverified:
         print("\nsome outputs did not verify: " + "; ".join(f"{t.name}: {t.verdict}" for t in unverified), file=sys.stderr)

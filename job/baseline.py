@@ -183,74 +183,23 @@ def run_baseline(
     ``on_batch`` is called with each micro-batch's records once its outputs are kept (the
     benchmark takes that moment as the baseline's "output visible" time).
     """
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
+    from confluent_kafka import KafkaException
 
     sessions = Sessions(policy=config.policy, window=config.window)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": config.bootstrap,
-            "group.id": config.group_id or f"osl-baseline-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            # Topic discovery for the pattern subscription runs on metadata refreshes.
-            "topic.metadata.refresh.interval.ms": 1000,
-            **config.consumer_config,
-        }
-    )
+    reader = _Reader(config)
     targets = {tp: end for tp, end in (config.end_offsets or {}).items() if end > 0}
-    position: dict[Partition, int] = {}
     started = last_record = time.monotonic()
     count = 0
-    stopped: StopReason = "idle"
+    stopped: StopReason = "idle"  # each way out of the loop sets it
     error: IntegrityError | None = None
-
-    def resume(c: Any, partitions: list[Any]) -> None:
-        # A new topic triggers a rebalance; offsets are never committed, so without this a
-        # reassigned partition would start again from the beginning and replay records.
-        for tp in partitions:
-            tp.offset = position.get((tp.topic, tp.partition), OFFSET_BEGINNING)
-        c.assign(partitions)
-
     try:
-        consumer.subscribe([config.pattern], on_assign=resume)
+        reader.subscribe()
         while True:
-            now = time.monotonic()
-            if config.end_offsets is not None and all(position.get(tp, 0) >= end for tp, end in targets.items()):
-                stopped = "end-offsets"
+            reason = _stop_reason(config, reader, targets, started, last_record)
+            if reason is not None:
+                stopped = reason
                 break
-            if now - last_record >= config.idle_s:
-                stopped = "idle"
-                break
-            if config.deadline_s is not None and now - started >= config.deadline_s:
-                stopped = "deadline"
-                break
-            batch: list[Record] = []
-            for msg in consumer.consume(num_messages=config.batch_size, timeout=config.poll_s):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        tp = (msg.topic(), msg.partition())
-                        position[tp] = max(position.get(tp, 0), msg.offset())
-                        continue
-                    if err.fatal():
-                        raise BaselineError(config.bootstrap, f"fatal consumer error: {err.str()}", "check the broker")
-                    continue  # librdkafka retries transient errors itself
-                key = msg.key()
-                ts_type, ts = msg.timestamp()
-                batch.append(
-                    Record(
-                        msg.topic(),
-                        msg.partition(),
-                        msg.offset(),
-                        None if key is None else key.decode("utf-8", "replace"),
-                        msg.value(),
-                        ts if ts_type else 0,
-                    )
-                )
-                tp = (msg.topic(), msg.partition())
-                position[tp] = max(position.get(tp, 0), msg.offset() + 1)
+            batch = reader.batch()
             if not batch:
                 continue
             last_record = time.monotonic()
@@ -267,7 +216,7 @@ def run_baseline(
     except KafkaException as exc:
         raise BaselineError(config.bootstrap, f"consumer failed ({exc})", "check that Kafka answers there") from exc
     finally:
-        consumer.close()
+        reader.close()
     if config.flush_at_end and error is None:
         sessions.settle()
     rows, quarantine, statuses = sessions.frames()
@@ -281,6 +230,95 @@ def run_baseline(
         stopped=stopped,
         error=error,
     )
+
+
+def _stop_reason(
+    config: BaselineConfig, reader: _Reader, targets: Mapping[Partition, int], started: float, last_record: float
+) -> StopReason | None:
+    """Why the run stops now: ``targets`` (the end offsets) read, idle, or past the deadline; None to read on."""
+    now = time.monotonic()
+    if config.end_offsets is not None and reader.reached(targets):
+        return "end-offsets"
+    if now - last_record >= config.idle_s:
+        return "idle"
+    if config.deadline_s is not None and now - started >= config.deadline_s:
+        return "deadline"
+    return None
+
+
+class _Reader:
+    """The run's consumer: subscribed to the topic pattern from the earliest offset, it hands
+    out micro-batches and keeps the next offset to read of each partition."""
+
+    def __init__(self, config: BaselineConfig) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+
+        self.config = config
+        self._beginning, self._eof = OFFSET_BEGINNING, KafkaError._PARTITION_EOF
+        self.position: dict[Partition, int] = {}
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": config.bootstrap,
+                "group.id": config.group_id or f"osl-baseline-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                # Topic discovery for the pattern subscription runs on metadata refreshes.
+                "topic.metadata.refresh.interval.ms": 1000,
+                **config.consumer_config,
+            }
+        )
+
+    def subscribe(self) -> None:
+        """Subscribe to the topic pattern; partitions (re)assigned later resume where this run is."""
+        self.consumer.subscribe([self.config.pattern], on_assign=self._resume)
+
+    def _resume(self, c: Any, partitions: list[Any]) -> None:
+        # A new topic triggers a rebalance; offsets are never committed, so without this a
+        # reassigned partition would start again from the beginning and replay records.
+        for tp in partitions:
+            tp.offset = self.position.get((tp.topic, tp.partition), self._beginning)
+        c.assign(partitions)
+
+    def reached(self, targets: Mapping[Partition, int]) -> bool:
+        """True when every partition in ``targets`` has been read up to its offset there."""
+        return all(self.position.get(tp, 0) >= end for tp, end in targets.items())
+
+    def batch(self) -> list[Record]:
+        """The next micro-batch: up to ``batch_size`` records, waiting at most ``poll_s`` (may be empty).
+
+        Raises :class:`~job.errors.BaselineError` on a fatal consumer error.
+        """
+        batch: list[Record] = []
+        for msg in self.consumer.consume(num_messages=self.config.batch_size, timeout=self.config.poll_s):
+            err = msg.error()
+            if err is not None:
+                if err.code() == self._eof:
+                    tp = (msg.topic(), msg.partition())
+                    self.position[tp] = max(self.position.get(tp, 0), msg.offset())
+                    continue
+                if err.fatal():
+                    raise BaselineError(self.config.bootstrap, f"fatal consumer error: {err.str()}", "check the broker")
+                continue  # librdkafka retries transient errors itself
+            key = msg.key()
+            ts_type, ts = msg.timestamp()
+            batch.append(
+                Record(
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    None if key is None else key.decode("utf-8", "replace"),
+                    msg.value(),
+                    ts if ts_type else 0,
+                )
+            )
+            tp = (msg.topic(), msg.partition())
+            self.position[tp] = max(self.position.get(tp, 0), msg.offset() + 1)
+        return batch
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def end_offsets(bootstrap: str, topic_prefix: str = TOPIC_PREFIX, *, timeout_s: float = 10.0) -> dict[Partition, int]:

@@ -268,7 +268,7 @@ def check(
     findings: list[Finding] = []
     tally: Counter[str] = Counter()
     for sid, exp in sorted(expected.items()):
-        judge = _Session(
+        session = _Session(
             exp,
             by_session[sid],
             out_rows.get(sid, rows.iloc[0:0]),
@@ -278,8 +278,9 @@ def check(
             stop,
             gone,
         )
-        findings += judge.run()
-        tally.update(judge.tally)
+        found, counted = _judge(session)
+        findings += found
+        tally.update(counted)
 
     known = set(expected)
     seen = set(out_rows) | set(out_quarantine) | set(latest)
@@ -313,7 +314,10 @@ class _Stop:
 
 
 class _Session:
-    """Judges one session's outputs against its ledger rows and expectation."""
+    """One session's ledger rows and outputs, indexed by record and by intended ``(epoch, seq)``.
+
+    It only answers questions; the checks below judge, and a :class:`_Findings` records.
+    """
 
     def __init__(
         self,
@@ -330,8 +334,6 @@ class _Session:
         self.gone = gone or {}
         self.ledger = ledger.sort_values("send_index", kind="stable")
         self.rows, self.quarantine, self.status = rows, quarantine, status
-        self.findings: list[Finding] = []
-        self.tally: Counter[str] = Counter()
         # Ledger rows by the record Kafka gave them; the intended messages' JSON by (epoch, seq).
         self.delivered: dict[tuple[str, int, int], Any] = {}
         self.intended: dict[tuple[int, int], str] = {}
@@ -350,7 +352,53 @@ class _Session:
             (str(q.topic), int(q.partition), int(q.offset)): q for q in quarantine.itertuples(index=False)
         }
 
-    # -- findings ------------------------------------------------------------------------
+    @property
+    def stopped_by(self) -> str | None:
+        """Under ``strict``, the fault at which the query stops; None when none does or under another policy."""
+        return self.stop.fault if self.policy == "strict" and self.stop is not None else None
+
+    def ended_at(self, key: tuple[int, int]) -> bool:
+        """True when the status row says the session ended with intended message ``key``."""
+        s = self.status
+        return s is not None and s["status"] == "ended" and (int(s["epoch"]), int(s["last_seq"])) == key
+
+    def applied(self) -> list[tuple[tuple[str, int, int], tuple[int, int], Any]]:
+        """Each record with changes in ``rows``, in apply order for the policies that apply
+        on reading: ``(record, (epoch, seq), first change)``, sorted by (topic, partition, offset)."""
+        return [
+            (where, (int(cs[0].epoch), int(cs[0].seq)), cs[0])
+            for where, cs in sorted(self.changes_at.items(), key=lambda item: item[0])
+        ]
+
+    def last_touch(self, rid: str, upto: tuple[int, int]) -> tuple[int, int] | None:
+        """The intended message, up to ``upto``, that last set or removed row ``rid``."""
+        if self._touches is None:
+            self._touches = defaultdict(list)
+            for key in self.order:  # in (epoch, seq) order, so each list is sorted
+                m = decode(self.intended[key].encode("utf-8"), max_bytes=1 << 40)
+                for _, row_id, _ in changes_of(m):
+                    if row_id:  # not the marker of an empty snapshot
+                        self._touches[row_id].append(key)
+        keys = self._touches.get(rid, [])
+        at = bisect.bisect_right(keys, upto)
+        return keys[at - 1] if at else None
+
+    def record_of(self, key: tuple[int, int] | None) -> tuple[str, int, int] | None:
+        """Where the first delivered record of intended message ``key`` landed, if anywhere."""
+        if self._where is None:
+            self._where = {}
+            for where, r in self.delivered.items():
+                self._where.setdefault((int(r.epoch), int(r.seq)), where)
+        return None if key is None else self._where.get(key)
+
+
+class _Findings:
+    """One session's findings, in the order noted, each attributed to the fault window (and
+    the policy) that allows it."""
+
+    def __init__(self, exp: ExpectedSession, policy: Policy, status: Mapping[str, Any] | None) -> None:
+        self.exp, self.policy, self.status = exp, policy, status
+        self.findings: list[Finding] = []
 
     def note(
         self,
@@ -384,22 +432,9 @@ class _Session:
             )
         )
 
-    def _window(self, kind: str, key: tuple[int, int] | None) -> LossWindow | None:
-        """The window that allows ``kind`` at ``key`` or, failing that, one that covers it.
-
-        Among several, the latest to open wins: it names the fault nearest the anomaly
-        (a damaged record inside an earlier drop's window is blamed on its own damage).
-        """
-        if key is None:
-            return None
-        covering = sorted((w for w in self.exp.windows if w.covers(*key)), key=lambda w: -w.from_seq)
-        allowing = [w for w in covering if kind in {a.value for a in w.allowed}]
-        return (allowing or covering or [None])[0]
-
-    def _session_window(self, kind: str) -> LossWindow | None:
-        return next((w for w in self.exp.windows if kind in {a.value for a in w.allowed}), None)
-
     def note_counter(self, kind: FindingKind, detail: str) -> None:
+        """Record a finding from a status counter: placed at the status row's last record, allowed
+        when any window of the session allows ``kind`` and the policy can show it."""
         window = self._session_window(kind)
         allowed = window is not None and kind in _POLICY_SHOWS[self.policy]
         if window is not None and not allowed:
@@ -419,280 +454,304 @@ class _Session:
             )
         )
 
-    # -- the checks ------------------------------------------------------------------------
+    def _window(self, kind: str, key: tuple[int, int] | None) -> LossWindow | None:
+        """The window that allows ``kind`` at ``key`` or, failing that, one that covers it.
 
-    def run(self) -> list[Finding]:
-        self.check_records()
-        self.check_unexplained()
-        self.check_duplicates()
-        self.check_reordered()
-        self.check_late()
-        if self.policy == "strict":
-            self.check_strict_prefix()
+        Among several, the latest to open wins: it names the fault nearest the anomaly
+        (a damaged record inside an earlier drop's window is blamed on its own damage).
+        """
+        if key is None:
+            return None
+        covering = sorted((w for w in self.exp.windows if w.covers(*key)), key=lambda w: -w.from_seq)
+        allowing = [w for w in covering if kind in {a.value for a in w.allowed}]
+        return (allowing or covering or [None])[0]
+
+    def _session_window(self, kind: str) -> LossWindow | None:
+        """The first window of the session that allows ``kind`` anywhere."""
+        return next((w for w in self.exp.windows if kind in {a.value for a in w.allowed}), None)
+
+
+def _judge(s: _Session) -> tuple[list[Finding], Counter[str]]:
+    """Every finding for one session, in report order, and its record counts (``delivered``,
+    ``applied``, ``quarantined``, ``lost``)."""
+    out = _Findings(s.exp, s.policy, s.status)
+    tally = _check_records(s, out)
+    _check_unexplained(s, out)
+    _check_duplicates(s, out)
+    _check_reordered(s, out)
+    _check_late(s, out)
+    if s.policy == "strict":
+        _check_strict_prefix(s, out)
+    else:
+        _check_table(s, out, s.exp)
+    _check_status(s, out)
+    return out.findings, tally
+
+
+# -- the records: applied, quarantined, lost, unexplained, duplicated ------------------------
+
+
+def _check_records(s: _Session, out: _Findings) -> Counter[str]:
+    """Each delivered record: applied (with the content sent), quarantined, or lost; returns the counts."""
+    tally: Counter[str] = Counter()
+    for where, r in s.delivered.items():
+        key = (int(r.epoch), int(r.seq))
+        tally["delivered"] += 1
+        q = s.quarantined_at.get(where)
+        changes = s.changes_at.get(where)
+        if q is not None:
+            tally["quarantined"] += 1
+            out.note("quarantined", f"quarantined as {q.reason}: {q.detail}", key=key, record=where)
+            expected_reason = _contract_reason(r)
+            if expected_reason is not None and q.reason != expected_reason:
+                out.note(
+                    "unexpected",
+                    f"quarantined as {q.reason}, but the record breaks the contract with {expected_reason}",
+                    key=key, record=where, allowed=False,
+                )  # fmt: skip
+            if changes:
+                out.note("unexpected", "the record was both applied and quarantined",
+                         key=key, record=where, allowed=False)  # fmt: skip
+        elif changes:
+            tally["applied"] += 1
+            problem = _content_problem(r.sent, changes)
+            if problem:
+                out.note("unexpected", problem, key=key, record=where, allowed=False)
+        elif r.kind == Kind.END and s.ended_at(key):
+            tally["applied"] += 1  # an `end` writes no row; the status says it was applied
+        elif r.kind == Kind.END and s.exp.ended and key == (s.exp.last_epoch, s.exp.last_seq):
+            tally["lost"] += 1  # reported once, as the session being unterminated
         else:
-            self.check_table(self.exp)
-        self.check_status()
-        return self.findings
+            tally["lost"] += 1
+            _note_lost(s, out, r, key, where)
+    return tally
 
-    def check_records(self) -> None:
-        """Each delivered record: applied (with the content sent), quarantined, or lost."""
-        for where, r in self.delivered.items():
-            key = (int(r.epoch), int(r.seq))
-            self.tally["delivered"] += 1
-            q = self.quarantined_at.get(where)
-            changes = self.changes_at.get(where)
-            if q is not None:
-                self.tally["quarantined"] += 1
-                self.note("quarantined", f"quarantined as {q.reason}: {q.detail}", key=key, record=where)
-                expected_reason = _contract_reason(r)
-                if expected_reason is not None and q.reason != expected_reason:
-                    self.note(
-                        "unexpected",
-                        f"quarantined as {q.reason}, but the record breaks the contract with {expected_reason}",
-                        key=key, record=where, allowed=False,
-                    )  # fmt: skip
-                if changes:
-                    self.note("unexpected", "the record was both applied and quarantined",
-                              key=key, record=where, allowed=False)  # fmt: skip
-            elif changes:
-                self.tally["applied"] += 1
-                problem = _content_problem(r.sent, changes)
-                if problem:
-                    self.note("unexpected", problem, key=key, record=where, allowed=False)
-            elif r.kind == Kind.END and self._ended_at(key):
-                self.tally["applied"] += 1  # an `end` writes no row; the status says it was applied
-            elif r.kind == Kind.END and self.exp.ended and key == (self.exp.last_epoch, self.exp.last_seq):
-                self.tally["lost"] += 1  # reported once, as the session being unterminated
-            else:
-                self.tally["lost"] += 1
-                if self.policy == "strict" and self.stop is not None:
-                    self.note("lost", f"not written: the strict query stops at the first {self.stop.fault}",
-                              key=key, record=where, allowed=True, fault=self.stop.fault)  # fmt: skip
-                elif where in self.gone:
-                    self.note("lost", f"Kafka deleted this {r.kind} before the job read it", key=key, record=where)
-                else:
-                    self.note("lost", f"a delivered {r.kind} is neither applied nor quarantined", key=key, record=where)
 
-    def _ended_at(self, key: tuple[int, int]) -> bool:
-        s = self.status
-        return s is not None and s["status"] == "ended" and (int(s["epoch"]), int(s["last_seq"])) == key
+def _note_lost(s: _Session, out: _Findings, r: Any, key: tuple[int, int], where: tuple[str, int, int]) -> None:
+    """Note delivered record ``r`` as lost, saying why it may be: the strict stop, a Kafka deletion, or nothing."""
+    if s.stopped_by is not None:
+        out.note("lost", f"not written: the strict query stops at the first {s.stopped_by}",
+                 key=key, record=where, allowed=True, fault=s.stopped_by)  # fmt: skip
+    elif where in s.gone:
+        out.note("lost", f"Kafka deleted this {r.kind} before the job read it", key=key, record=where)
+    else:
+        out.note("lost", f"a delivered {r.kind} is neither applied nor quarantined", key=key, record=where)
 
-    def check_unexplained(self) -> None:
-        """Output that refers to a record the ledger did not deliver to this session."""
-        maybe = self.ledger[self.ledger["outcome"] == "indeterminate"]
-        maybe_keys = {(int(r.epoch), int(r.seq)) for r in maybe.itertuples(index=False)}
-        maybe_bytes = {bytes(r.sent) for r in maybe.itertuples(index=False) if r.sent is not None}
-        for where, changes in self.changes_at.items():
-            if where in self.delivered:
-                continue
-            key = (int(changes[0].epoch), int(changes[0].seq))
-            if key not in maybe_keys:
-                self.note("unexpected", f"{changes[0].op} changes from a record the ledger never delivered",
-                          key=key, record=where, allowed=False)  # fmt: skip
-        for where, q in self.quarantined_at.items():
-            if where in self.delivered:
-                continue
-            if q.value is None or bytes(q.value) not in maybe_bytes:
-                self.note("unexpected", f"quarantined ({q.reason}) a record the ledger never delivered",
-                          record=where, allowed=False)  # fmt: skip
 
-    def check_duplicates(self) -> None:
-        """A message (epoch, seq) applied more than once (twice the same row change)."""
-        if self.rows.empty:
-            return
-        counts = self.rows.groupby(["epoch", "seq", "op", "row_id"], sort=False).size()
-        twice = counts[counts > 1].sort_index()  # sorted: .loc on an unsorted MultiIndex warns (PerformanceWarning)
-        for epoch, seq in sorted({(int(e), int(s)) for e, s, _, _ in twice.index}):
-            at = self.rows[(self.rows["epoch"] == epoch) & (self.rows["seq"] == seq)]
-            last = at.iloc[-1]
-            times = int(twice.loc[(epoch, seq)].max())
-            self.note(
-                "duplicated",
-                f"applied {times} times (from offsets {sorted(set(map(int, at['offset'])))})",
-                key=(epoch, seq),
-                record=(str(last["topic"]), int(last["partition"]), int(last["offset"])),
-            )
+def _check_unexplained(s: _Session, out: _Findings) -> None:
+    """Output that refers to a record the ledger did not deliver to this session."""
+    maybe = s.ledger[s.ledger["outcome"] == "indeterminate"]
+    maybe_keys = {(int(r.epoch), int(r.seq)) for r in maybe.itertuples(index=False)}
+    maybe_bytes = {bytes(r.sent) for r in maybe.itertuples(index=False) if r.sent is not None}
+    for where, changes in s.changes_at.items():
+        if where in s.delivered:
+            continue
+        key = (int(changes[0].epoch), int(changes[0].seq))
+        if key not in maybe_keys:
+            out.note("unexpected", f"{changes[0].op} changes from a record the ledger never delivered",
+                     key=key, record=where, allowed=False)  # fmt: skip
+    for where, q in s.quarantined_at.items():
+        if where in s.delivered:
+            continue
+        if q.value is None or bytes(q.value) not in maybe_bytes:
+            out.note("unexpected", f"quarantined ({q.reason}) a record the ledger never delivered",
+                     record=where, allowed=False)  # fmt: skip
 
-    def _applied(self) -> list[tuple[tuple[str, int, int], tuple[int, int], Any]]:
-        """Each record with changes in ``rows``, in apply order for the policies that apply
-        on reading: ``(record, (epoch, seq), first change)``, sorted by (topic, partition, offset)."""
-        return [
-            (where, (int(cs[0].epoch), int(cs[0].seq)), cs[0])
-            for where, cs in sorted(self.changes_at.items(), key=lambda item: item[0])
-        ]
 
-    def check_reordered(self) -> None:
-        """Records applied after a record with a higher (epoch, seq); see the module docstring."""
-        applied = self._applied()
-        if not applied:
-            return
-        done = {key for _, key, _ in applied}
-        earlier: list[tuple[tuple[int, int], tuple[str, int, int], str]] = []  # sorted by key
-        seen: set[tuple[int, int]] = set()
-        for where, key, change in applied:
-            if key in seen:
-                continue  # applied again: that is `duplicated`
-            seen.add(key)
-            if earlier and earlier[-1][0] > key:
-                ahead = earlier[bisect.bisect_right(earlier, (key, ("", 0, 0), "")):]
-                if self.policy == "window":
-                    ahead = [w for w in ahead if not self._window_held(key, w[0], w[2], done)]
-                if ahead:
-                    (e, s), (_, _, at), _ = max(ahead)
-                    self.note("reordered", f"seq {key[1]} (epoch {key[0]}) applied at offset {where[2]} after "
-                              f"seq {s} (epoch {e}) at offset {at}", key=key, record=where)  # fmt: skip
-            bisect.insort(earlier, (key, where, str(change.op)))
+def _check_duplicates(s: _Session, out: _Findings) -> None:
+    """A message (epoch, seq) applied more than once (twice the same row change)."""
+    if s.rows.empty:
+        return
+    counts = s.rows.groupby(["epoch", "seq", "op", "row_id"], sort=False).size()
+    twice = counts[counts > 1].sort_index()  # sorted: .loc on an unsorted MultiIndex warns (PerformanceWarning)
+    for epoch, seq in sorted({(int(e), int(q)) for e, q, _, _ in twice.index}):
+        at = s.rows[(s.rows["epoch"] == epoch) & (s.rows["seq"] == seq)]
+        last = at.iloc[-1]
+        times = int(twice.loc[(epoch, seq)].max())
+        out.note(
+            "duplicated",
+            f"applied {times} times (from offsets {sorted(set(map(int, at['offset'])))})",
+            key=(epoch, seq),
+            record=(str(last["topic"]), int(last["partition"]), int(last["offset"])),
+        )
 
-    def _window_held(self, key: tuple[int, int], ahead: tuple[int, int], op: str, done: set[tuple[int, int]]) -> bool:
-        """Could policy ``window`` have held the record ``ahead`` until ``key`` was applied?"""
-        if ahead[0] != key[0] or op == "snapshot":
-            return False
-        lo, hi = bisect.bisect_right(self.order, key), bisect.bisect_left(self.order, ahead)
-        return all(k in done for k in self.order[lo:hi])
 
-    def check_late(self) -> None:
-        """Applied records whose event time is out of line with their neighbours (module docstring)."""
-        first: dict[tuple[int, int], tuple[int, tuple[str, int, int]]] = {}
-        for where, key, change in self._applied():
-            first.setdefault(key, (int(change.event_ts_ms), where))
-        by_epoch: dict[int, list[tuple[int, int, tuple[str, int, int]]]] = defaultdict(list)
-        for (epoch, seq), (ts, where) in sorted(first.items()):
-            by_epoch[epoch].append((seq, ts, where))
-        for epoch, records in by_epoch.items():
-            times = [ts for _, ts, _ in records]
-            for i, (side, j) in _out_of_line(times, LATE_TOLERANCE_MS):
-                seq, ts, where = records[i]
-                other_seq, other_ts, _ = records[j]
-                detail = (
-                    f"event time {ts} is {other_ts - ts} ms earlier than seq {other_seq}'s before it"
-                    if side == "earlier"
-                    else f"event time {ts} is {ts - other_ts} ms later than seq {other_seq}'s after it"
-                )
-                self.note("late", detail, key=(epoch, seq), record=where)
+# -- order and event time -------------------------------------------------------------------
 
-    def check_table(self, exp: ExpectedSession) -> None:
-        """The rebuilt table against the intended one, on the rows the ledger marks certain."""
-        got = rebuild(self.rows.to_dict("records")).get(exp.session, {})
-        want = exp.checked_rows()
-        for rid in sorted(want.keys() | got.keys()):
-            if rid in exp.uncertain_ids:
-                continue
-            have, need = got.get(rid), want.get(rid)
-            if have == need:
-                continue
-            key = self._last_touch(rid, upto=(exp.last_epoch, exp.last_seq))
-            if need is None:
-                kind: FindingKind = "unexpected"
-                detail = f"row {rid!r} is in the output table but not in the intended one"
-            elif have is None:
-                kind, detail = "lost", f"row {rid!r} is missing from the output table"
-            else:
-                kind = "wrong-value"
-                diff = sorted(c for c in need.keys() | have.keys() if need.get(c) != have.get(c))
-                detail = f"row {rid!r} differs in {', '.join(diff)}: {_show(have, diff)} instead of {_show(need, diff)}"
-            # The ledger's windows are closed (or the row would be uncertain): never allowed.
-            self.note(kind, detail, key=key, record=self._record_of(key), allowed=False)
 
-    def check_strict_prefix(self) -> None:
-        """``strict`` wrote a gap-free prefix of the session, whose table is the intended one."""
-        written = {(int(e), int(s)) for e, s in zip(self.rows["epoch"], self.rows["seq"], strict=True)}
-        end_key = self.order[-1] if self.order else None
-        if end_key is not None and self._ended_at(end_key):
-            written.add(end_key)
-        n = max((i + 1 for i, k in enumerate(self.order) if k in written), default=0)
-        # Only a hole with a written message of the same epoch after it was visible to strict;
-        # the tail of an older epoch can go missing unnoticed (a new epoch restarts at seq 0).
-        # Nor is anything before the first record Kafka delivered when that record is a
-        # snapshot: the core joins a new session there (see job.session), the whole table.
-        first = self.delivered[min(self.delivered)] if self.delivered else None
-        joined = (int(first.epoch), int(first.seq)) if first is not None and first.kind == "snapshot" else None
-        missing = [
-            k for k in self.order[:n]
-            if k not in written and any(w > k and w[0] == k[0] for w in written) and not (joined and k < joined)
-        ]  # fmt: skip
-        if missing:
-            after = next(k for k in self.order if k > missing[0] and k in written)
-            self.note(
-                "unexpected",
-                f"strict wrote epoch {after[0]} seq {after[1]} past the missing seq {missing[0][1]} "
-                f"(it must stop at the first fault)",
-                key=after, record=self._record_of(after), allowed=False,
-            )  # fmt: skip
-        if n == 0:
-            return
-        written_keys = set(self.order[:n])
-        keys = zip(self.ledger["epoch"], self.ledger["seq"], strict=True)
-        prefix = self.ledger[[(int(e), int(s)) in written_keys for e, s in keys]]
-        self.check_table(expected_sessions(prefix)[self.exp.session])
+def _check_reordered(s: _Session, out: _Findings) -> None:
+    """Records applied after a record with a higher (epoch, seq); see the module docstring."""
+    applied = s.applied()
+    if not applied:
+        return
+    done = {key for _, key, _ in applied}
+    earlier: list[tuple[tuple[int, int], tuple[str, int, int], str]] = []  # sorted by key
+    seen: set[tuple[int, int]] = set()
+    for where, key, change in applied:
+        if key in seen:
+            continue  # applied again: that is `duplicated`
+        seen.add(key)
+        if earlier and earlier[-1][0] > key:
+            ahead = earlier[bisect.bisect_right(earlier, (key, ("", 0, 0), "")):]
+            if s.policy == "window":
+                ahead = [w for w in ahead if not _window_held(s.order, key, w[0], w[2], done)]
+            if ahead:
+                (e, q), (_, _, at), _ = max(ahead)
+                out.note("reordered", f"seq {key[1]} (epoch {key[0]}) applied at offset {where[2]} after "
+                         f"seq {q} (epoch {e}) at offset {at}", key=key, record=where)  # fmt: skip
+        bisect.insort(earlier, (key, where, str(change.op)))
 
-    def check_status(self) -> None:
-        s, exp = self.status, self.exp
-        if s is None:
-            if self.delivered and self.policy == "strict" and self.stop is not None:
-                self.note("lost", f"no status row: the strict query stopped at the first {self.stop.fault}",
-                          allowed=True, fault=self.stop.fault)  # fmt: skip
-            elif self.delivered:
-                self.note("unexpected", "the output has no status row for this session", allowed=False)
-            return
-        end_key = (exp.last_epoch, exp.last_seq)
-        if exp.ended and s["status"] != "ended":
-            detail = f"the clean end was delivered but the session is {s['status']}"
-            if self.policy == "strict" and self.stop is not None:
-                detail += f" (the strict query stopped at the first {self.stop.fault})"
-                self.note("unterminated", detail, key=end_key, record=self._record_of(end_key),
-                          allowed=True, fault=self.stop.fault)  # fmt: skip
-            else:
-                self.note("unterminated", detail, key=end_key, record=self._record_of(end_key))
-        if not exp.ended and s["status"] == "ended" and not self._end_may_have_arrived():
-            self.note("unexpected", "the session is ended but no usable end was delivered", key=end_key, allowed=False)
-        if int(s["gaps"]) > 0:
-            self.note_counter("gap", f"the status counts {int(s['gaps'])} gaps")
-        if int(s["divergences"]) > 0:
-            self.note_counter("divergence", f"the status counts {int(s['divergences'])} divergent snapshots")
-        resets = [w for w in exp.windows if Anomaly.EPOCH_CHANGE in w.allowed]
-        for i in range(int(s["epoch_changes"])):
-            if i < len(resets):
-                w = resets[i]
-                self.note("epoch-change", f"producer restart into epoch {w.epoch}", key=(w.epoch, w.from_seq),
-                          record=self._record_of((w.epoch, w.from_seq)))  # fmt: skip
-            else:
-                detail = f"epoch change {i + 1} of {int(s['epoch_changes'])}: no restart explains it"
-                self.note_counter("epoch-change", detail)
-                self.findings[-1] = dataclasses.replace(self.findings[-1], allowed=False)
 
-    def _end_may_have_arrived(self) -> bool:
-        for r in self.ledger.itertuples(index=False):
-            if r.kind != Kind.END or r.outcome not in ("ok", "indeterminate") or r.sent is None:
-                continue
-            try:
-                if decode(bytes(r.sent)).kind is Kind.END:
-                    return True
-            except ContractError:
-                continue
+def _window_held(
+    order: Sequence[tuple[int, int]], key: tuple[int, int], ahead: tuple[int, int], op: str, done: set[tuple[int, int]]
+) -> bool:
+    """Could policy ``window`` have held the record ``ahead`` until ``key`` was applied?
+    (``order``: the session's intended keys, sorted; ``done``: the keys applied.)"""
+    if ahead[0] != key[0] or op == "snapshot":
         return False
+    lo, hi = bisect.bisect_right(order, key), bisect.bisect_left(order, ahead)
+    return all(k in done for k in order[lo:hi])
 
-    # -- helpers ----------------------------------------------------------------------------
 
-    def _last_touch(self, rid: str, upto: tuple[int, int]) -> tuple[int, int] | None:
-        """The intended message, up to ``upto``, that last set or removed row ``rid``."""
-        if self._touches is None:
-            self._touches = defaultdict(list)
-            for key in self.order:  # in (epoch, seq) order, so each list is sorted
-                m = decode(self.intended[key].encode("utf-8"), max_bytes=1 << 40)
-                for _, row_id, _ in changes_of(m):
-                    if row_id:  # not the marker of an empty snapshot
-                        self._touches[row_id].append(key)
-        keys = self._touches.get(rid, [])
-        at = bisect.bisect_right(keys, upto)
-        return keys[at - 1] if at else None
+def _check_late(s: _Session, out: _Findings) -> None:
+    """Applied records whose event time is out of line with their neighbours (module docstring)."""
+    first: dict[tuple[int, int], tuple[int, tuple[str, int, int]]] = {}
+    for where, key, change in s.applied():
+        first.setdefault(key, (int(change.event_ts_ms), where))
+    by_epoch: dict[int, list[tuple[int, int, tuple[str, int, int]]]] = defaultdict(list)
+    for (epoch, seq), (ts, where) in sorted(first.items()):
+        by_epoch[epoch].append((seq, ts, where))
+    for epoch, records in by_epoch.items():
+        times = [ts for _, ts, _ in records]
+        for i, (side, j) in _out_of_line(times, LATE_TOLERANCE_MS):
+            seq, ts, where = records[i]
+            other_seq, other_ts, _ = records[j]
+            detail = (
+                f"event time {ts} is {other_ts - ts} ms earlier than seq {other_seq}'s before it"
+                if side == "earlier"
+                else f"event time {ts} is {ts - other_ts} ms later than seq {other_seq}'s after it"
+            )
+            out.note("late", detail, key=(epoch, seq), record=where)
 
-    def _record_of(self, key: tuple[int, int] | None) -> tuple[str, int, int] | None:
-        """Where the first delivered record of intended message ``key`` landed, if anywhere."""
-        if self._where is None:
-            self._where = {}
-            for where, r in self.delivered.items():
-                self._where.setdefault((int(r.epoch), int(r.seq)), where)
-        return None if key is None else self._where.get(key)
+
+# -- the final table ------------------------------------------------------------------------
+
+
+def _check_table(s: _Session, out: _Findings, exp: ExpectedSession) -> None:
+    """The rebuilt table against ``exp``'s intended one, on the rows the ledger marks certain."""
+    got = rebuild(s.rows.to_dict("records")).get(exp.session, {})
+    want = exp.checked_rows()
+    for rid in sorted(want.keys() | got.keys()):
+        if rid in exp.uncertain_ids:
+            continue
+        have, need = got.get(rid), want.get(rid)
+        if have == need:
+            continue
+        key = s.last_touch(rid, upto=(exp.last_epoch, exp.last_seq))
+        if need is None:
+            kind: FindingKind = "unexpected"
+            detail = f"row {rid!r} is in the output table but not in the intended one"
+        elif have is None:
+            kind, detail = "lost", f"row {rid!r} is missing from the output table"
+        else:
+            kind = "wrong-value"
+            diff = sorted(c for c in need.keys() | have.keys() if need.get(c) != have.get(c))
+            detail = f"row {rid!r} differs in {', '.join(diff)}: {_show(have, diff)} instead of {_show(need, diff)}"
+        # The ledger's windows are closed (or the row would be uncertain): never allowed.
+        out.note(kind, detail, key=key, record=s.record_of(key), allowed=False)
+
+
+def _check_strict_prefix(s: _Session, out: _Findings) -> None:
+    """``strict`` wrote a gap-free prefix of the session, whose table is the intended one."""
+    written = {(int(e), int(q)) for e, q in zip(s.rows["epoch"], s.rows["seq"], strict=True)}
+    end_key = s.order[-1] if s.order else None
+    if end_key is not None and s.ended_at(end_key):
+        written.add(end_key)
+    n = max((i + 1 for i, k in enumerate(s.order) if k in written), default=0)
+    # Only a hole with a written message of the same epoch after it was visible to strict;
+    # the tail of an older epoch can go missing unnoticed (a new epoch restarts at seq 0).
+    # Nor is anything before the first record Kafka delivered when that record is a
+    # snapshot: the core joins a new session there (see job.session), the whole table.
+    first = s.delivered[min(s.delivered)] if s.delivered else None
+    joined = (int(first.epoch), int(first.seq)) if first is not None and first.kind == "snapshot" else None
+    missing = [
+        k for k in s.order[:n]
+        if k not in written and any(w > k and w[0] == k[0] for w in written) and not (joined and k < joined)
+    ]  # fmt: skip
+    if missing:
+        after = next(k for k in s.order if k > missing[0] and k in written)
+        out.note(
+            "unexpected",
+            f"strict wrote epoch {after[0]} seq {after[1]} past the missing seq {missing[0][1]} "
+            f"(it must stop at the first fault)",
+            key=after, record=s.record_of(after), allowed=False,
+        )  # fmt: skip
+    if n == 0:
+        return
+    written_keys = set(s.order[:n])
+    keys = zip(s.ledger["epoch"], s.ledger["seq"], strict=True)
+    prefix = s.ledger[[(int(e), int(q)) in written_keys for e, q in keys]]
+    _check_table(s, out, expected_sessions(prefix)[s.exp.session])
+
+
+# -- the status row and its counters --------------------------------------------------------
+
+
+def _check_status(s: _Session, out: _Findings) -> None:
+    """The latest status row: present, ``ended`` exactly when a clean end was delivered, and
+    its gap, divergence and epoch-change counters each explained by a fault."""
+    status, exp = s.status, s.exp
+    if status is None:
+        if s.delivered and s.stopped_by is not None:
+            out.note("lost", f"no status row: the strict query stopped at the first {s.stopped_by}",
+                     allowed=True, fault=s.stopped_by)  # fmt: skip
+        elif s.delivered:
+            out.note("unexpected", "the output has no status row for this session", allowed=False)
+        return
+    end_key = (exp.last_epoch, exp.last_seq)
+    if exp.ended and status["status"] != "ended":
+        detail = f"the clean end was delivered but the session is {status['status']}"
+        if s.stopped_by is not None:
+            detail += f" (the strict query stopped at the first {s.stopped_by})"
+            out.note("unterminated", detail, key=end_key, record=s.record_of(end_key),
+                     allowed=True, fault=s.stopped_by)  # fmt: skip
+        else:
+            out.note("unterminated", detail, key=end_key, record=s.record_of(end_key))
+    if not exp.ended and status["status"] == "ended" and not _end_may_have_arrived(s.ledger):
+        out.note("unexpected", "the session is ended but no usable end was delivered", key=end_key, allowed=False)
+    _check_counters(s, out, status)
+
+
+def _check_counters(s: _Session, out: _Findings, status: Mapping[str, Any]) -> None:
+    """The status row's ``gaps``, ``divergences`` and ``epoch_changes``: each must be allowed by
+    a fault; the n-th epoch change is matched with the n-th restart window."""
+    if int(status["gaps"]) > 0:
+        out.note_counter("gap", f"the status counts {int(status['gaps'])} gaps")
+    if int(status["divergences"]) > 0:
+        out.note_counter("divergence", f"the status counts {int(status['divergences'])} divergent snapshots")
+    resets = [w for w in s.exp.windows if Anomaly.EPOCH_CHANGE in w.allowed]
+    for i in range(int(status["epoch_changes"])):
+        if i < len(resets):
+            w = resets[i]
+            out.note("epoch-change", f"producer restart into epoch {w.epoch}", key=(w.epoch, w.from_seq),
+                     record=s.record_of((w.epoch, w.from_seq)))  # fmt: skip
+        else:
+            detail = f"epoch change {i + 1} of {int(status['epoch_changes'])}: no restart explains it"
+            out.note_counter("epoch-change", detail)
+            out.findings[-1] = dataclasses.replace(out.findings[-1], allowed=False)
+
+
+def _end_may_have_arrived(ledger: pd.DataFrame) -> bool:
+    """True when ``ledger`` holds an ``end`` that was (or may have been) delivered and decodes as one."""
+    for r in ledger.itertuples(index=False):
+        if r.kind != Kind.END or r.outcome not in ("ok", "indeterminate") or r.sent is None:
+            continue
+        try:
+            if decode(bytes(r.sent)).kind is Kind.END:
+                return True
+        except ContractError:
+            continue
+    return False
 
 
 # -- event time ----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -201,6 +201,29 @@ def loss_windows(ledger: pd.DataFrame) -> pd.DataFrame:
 
 
 def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
+    """The expectation for session ``sid`` from its ledger rows, in send order."""
+    intended, clean_snapshots = _intended_messages(rows)
+    order = sorted(intended)
+    table, touched, everyone = _replay(intended, order)
+    windows = [w for r in rows.itertuples(index=False) for w in _windows_of(sid, r, clean_snapshots)]
+    first = rows.iloc[0]
+    last_epoch, last_seq = order[-1]
+    return ExpectedSession(
+        session=sid,
+        site=str(first["site"]),
+        topic=str(first["topic"]),
+        final_rows=table,
+        last_epoch=last_epoch,
+        last_seq=last_seq,
+        ended=_ended_cleanly(rows, order[-1]),
+        windows=tuple(windows),
+        uncertain_ids=frozenset(_uncertain(windows, order, touched, everyone)),
+    )
+
+
+def _intended_messages(rows: pd.DataFrame) -> tuple[dict[tuple[int, int], Message], set[tuple[int, int]]]:
+    """The intended message of each ``(epoch, seq)``, and the keys of the clean snapshots
+    (delivered ``ok``, fault none or clean: resynchronisation points)."""
     # One intended message per (epoch, seq): a duplicate's copy repeats its original.
     intended: dict[tuple[int, int], Message] = {}
     clean_snapshots: set[tuple[int, int]] = set()
@@ -210,8 +233,14 @@ def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
             intended[key] = _intended(r.intended)
         if r.kind == Kind.SNAPSHOT and r.outcome == "ok" and _fault(r.fault) in CLEAN_FAULTS:
             clean_snapshots.add(key)
-    order = sorted(intended)
+    return intended, clean_snapshots
 
+
+def _replay(
+    intended: Mapping[tuple[int, int], Message], order: list[tuple[int, int]]
+) -> tuple[dict[str, Row], dict[tuple[int, int], set[str]], set[str]]:
+    """Apply the intended messages in ``order``: the final table, the row ids each message
+    changes, and every row id the session ever had."""
     table: dict[str, Row] = {}
     touched: dict[tuple[int, int], set[str]] = {}
     everyone: set[str] = set()
@@ -221,87 +250,86 @@ def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
         # A snapshot restates rows rather than changing them: it touches none.
         touched[key] = set() if msg.kind is Kind.SNAPSHOT else {rid for _, rid, _ in changes_of(msg)}
         everyone.update(table if msg.kind is Kind.SNAPSHOT else touched[key])
+    return table, touched, everyone
 
+
+def _windows_of(sid: str, r: Any, clean: set[tuple[int, int]]) -> list[LossWindow]:
+    """The loss windows ledger row ``r`` opens: its fault's, then its delivery's when that
+    failed or is unknown (unless the fault's window already allows all it can cause)."""
+    fault = _fault(r.fault)
+    epoch, seq, index = int(r.epoch), int(r.seq), int(r.send_index)
     windows: list[LossWindow] = []
-    for r in rows.itertuples(index=False):
-        fault = _fault(r.fault)
-        epoch, seq, index = int(r.epoch), int(r.seq), int(r.send_index)
-        if fault is not None:
-            info = FAULTS[fault].info  # type: ignore[index]
-            if info.window == "to-next-snapshot":
-                lo, hi = FAULTS[fault].span(seq, r.fault_detail)  # type: ignore[index]
-                windows.append(_to_snapshot(sid, epoch, lo, hi, fault, info.allowed, index, clean_snapshots))
-            elif info.window == "message":
-                windows.append(
-                    LossWindow(
-                        session=sid,
-                        epoch=epoch,
-                        from_seq=seq,
-                        to_seq=seq + 1,
-                        fault=fault,
-                        allowed=info.allowed,
-                        send_index=index,
-                        restored=True,
-                    )
-                )
-            elif info.window == "to-end":
-                windows.append(
-                    LossWindow(
-                        session=sid,
-                        epoch=epoch,
-                        from_seq=seq,
-                        to_seq=None,
-                        fault=fault,
-                        allowed=info.allowed,
-                        send_index=index,
-                        restored=True,
-                    )
-                )
-        if r.outcome in ("failed", "indeterminate"):
-            cause = f"delivery-{r.outcome}"
-            # A fault window to the next snapshot that already allows all a lost message
-            # can cause covers it; any other (a silent divergence allows wrong values, not
-            # a gap) does not, and the delivery's own window opens as well.
-            covered = (
-                fault is not None
-                and FAULTS[fault].info.window == "to-next-snapshot"  # type: ignore[index]
-                and DELIVERY_ALLOWED[cause] <= FAULTS[fault].info.allowed  # type: ignore[index]
+    if fault is not None:
+        window = _fault_window(sid, r, fault, clean)  # type: ignore[arg-type]
+        if window is not None:
+            windows.append(window)
+    if r.outcome in ("failed", "indeterminate"):
+        cause = f"delivery-{r.outcome}"
+        # A fault window to the next snapshot that already allows all a lost message
+        # can cause covers it; any other (a silent divergence allows wrong values, not
+        # a gap) does not, and the delivery's own window opens as well.
+        covered = (
+            fault is not None
+            and FAULTS[fault].info.window == "to-next-snapshot"  # type: ignore[index]
+            and DELIVERY_ALLOWED[cause] <= FAULTS[fault].info.allowed  # type: ignore[index]
+        )
+        if not covered:
+            windows.append(
+                _to_snapshot(sid, epoch, seq, seq, cause, DELIVERY_ALLOWED[cause], index, clean)  # type: ignore[arg-type]
             )
-            if not covered:
-                windows.append(
-                    _to_snapshot(sid, epoch, seq, seq, cause, DELIVERY_ALLOWED[cause], index, clean_snapshots)  # type: ignore[arg-type]
-                )
+    return windows
 
+
+def _fault_window(sid: str, r: Any, fault: FaultName, clean: set[tuple[int, int]]) -> LossWindow | None:
+    """The window ``fault`` opens at ledger row ``r``, shaped as the registry says (None: it opens none)."""
+    info = FAULTS[fault].info
+    epoch, seq, index = int(r.epoch), int(r.seq), int(r.send_index)
+    if info.window == "to-next-snapshot":
+        lo, hi = FAULTS[fault].span(seq, r.fault_detail)
+        return _to_snapshot(sid, epoch, lo, hi, fault, info.allowed, index, clean)
+    if info.window in ("message", "to-end"):
+        return LossWindow(
+            session=sid,
+            epoch=epoch,
+            from_seq=seq,
+            to_seq=seq + 1 if info.window == "message" else None,
+            fault=fault,
+            allowed=info.allowed,
+            send_index=index,
+            restored=True,
+        )
+    return None
+
+
+def _uncertain(
+    windows: list[LossWindow],
+    order: list[tuple[int, int]],
+    touched: Mapping[tuple[int, int], set[str]],
+    everyone: set[str],
+) -> set[str]:
+    """The rows whose final value may differ: those changed from the start of a window that is
+    never restored on (every row when such a window starts at seq 0)."""
     uncertain: set[str] = set()
     for w in windows:
         if w.restored:
             continue
         if w.from_seq == 0:
-            uncertain |= everyone  # the reader may never have had a table for this epoch
-            break
+            return uncertain | everyone  # the reader may never have had a table for this epoch
         for key in order:
             if key >= (w.epoch, w.from_seq):
                 uncertain |= touched[key]
+    return uncertain
 
-    first = rows.iloc[0]
-    last_epoch, last_seq = order[-1]
-    ended = any(
+
+def _ended_cleanly(rows: pd.DataFrame, last: tuple[int, int]) -> bool:
+    """True when the session's last intended message, ``last``, is an ``end`` delivered ``ok``
+    without a fault that spoils it."""
+    return any(
         r.kind == Kind.END
         and r.outcome == "ok"
         and _fault(r.fault) in CLEAN_FAULTS
-        and (int(r.epoch), int(r.seq)) == order[-1]
+        and (int(r.epoch), int(r.seq)) == last
         for r in rows.itertuples(index=False)
-    )
-    return ExpectedSession(
-        session=sid,
-        site=str(first["site"]),
-        topic=str(first["topic"]),
-        final_rows=table,
-        last_epoch=last_epoch,
-        last_seq=last_seq,
-        ended=ended,
-        windows=tuple(windows),
-        uncertain_ids=frozenset(uncertain),
     )
 
 

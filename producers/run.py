@@ -210,6 +210,25 @@ class _SiteState:
     finished: bool = False
 
 
+@dataclass
+class _Pace:
+    """The run's one token bucket: which active site sends next, round-robin, at the configured rate."""
+
+    interval: float  # seconds per message, all sites together
+    next_due: float
+    turn: int = 0
+
+    def take(self, active: Sequence[_SiteState], now: float) -> _SiteState | None:
+        """The next site in turn when its message is due by ``now``; None (and no change) when not yet."""
+        if now < self.next_due:
+            return None
+        # Never bank more than half a second of catch-up after a stall.
+        self.next_due = max(self.next_due + self.interval, now - 0.5)
+        state = active[self.turn % len(active)]
+        self.turn += 1
+        return state
+
+
 class Runner:
     """Runs one :class:`RunConfig`. Not reusable: build a new one per run.
 
@@ -255,19 +274,17 @@ class Runner:
     # -- the run -------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
+        """Send every site's sessions, flush, and write the ledger; returns what the run did.
+
+        A :class:`~producers.errors.ProducerError` or a second Ctrl-C ends the run early:
+        the summary then says ``error`` or ``aborted`` and why, and the ledger is still written.
+        """
         cfg = self.config
-        info = RunInfo(
-            run_id=self.run_id,
-            seed=cfg.seed,
-            faults=tuple(f.spec() for f in cfg.faults),
-            settings=cfg.settings(),
-            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        )
+        info = self._info()
         transport = self._transport or KafkaTransport(
             cfg.bootstrap, partitions=cfg.partitions, config=cfg.producer_config
         )
-        plan = cfg.plan
-        began = start = self._mono()
+        began = self._mono()
         stopped: StopReason = "completed"
         error: str | None = None
         sites: list[_SiteState] = []
@@ -276,84 +293,107 @@ class Runner:
             try:
                 sites = [self._new_site(i) for i in range(cfg.sites)]
                 transport.ensure_topics([s.topic for s in sites])
-                # The duration, the joins and the pacing count from here: building tables and
-                # topics is setup, and no reason to send a burst.
-                start = next_due = self._mono()
-                joins = [start + cfg.duration * (k + 1) / (cfg.join + 1) for k in range(cfg.join)]
-                last_report = start
-                last_sent, last_bytes = 0, 0
-                turn = 0
-                # Kept up to date where it changes (a site joins or finishes), not per message.
-                active = list(sites)
-                while True:
-                    now = self._mono()
-                    if self._stop:
-                        stopped = "stopped"
-                        break
-                    if now - start >= cfg.duration:
-                        stopped = "duration"
-                        break
-                    while joins and now >= joins[0]:
-                        joins.pop(0)
-                        state = self._new_site(len(sites))
-                        transport.ensure_topics([state.topic])
-                        sites.append(state)
-                        active = [s for s in sites if not s.finished]
-                    if now - last_report >= self._progress_every:
-                        self._report(transport, now - start, now - last_report, last_sent, last_bytes, len(sites))
-                        last_report, last_sent, last_bytes = now, self._sent, self._bytes
-                        writer.maybe_flush()
-                    if not active and not joins:
-                        break
-                    if not active:
-                        transport.poll(min(0.05, max(0.0, joins[0] - now)))
-                        continue
-                    urgent = None
-                    for s in active:
-                        if s.driver is not None and s.driver.urgent:
-                            urgent = s
-                            break
-                    if urgent is not None:
-                        state = urgent
-                    else:
-                        if now < next_due:
-                            # Waiting for the rate is time to serve delivery reports.
-                            transport.poll(min(next_due - now, 0.05))
-                            continue
-                        # Never bank more than half a second of catch-up after a stall.
-                        next_due = max(next_due + 1.0 / cfg.rate, now - 0.5)
-                        state = active[turn % len(active)]
-                        turn += 1
-                    if state.driver is None:
-                        state.driver = SessionDriver(
-                            state.site,
-                            ordinal=state.ordinal,
-                            plan=plan,
-                            faults=cfg.faults,
-                            seed=cfg.seed,
-                            run_id=self.run_id,
-                            clock=self._wall,
-                        )
-                    self._dispatch(transport, state, state.driver.step())
-                    if state.driver.done:
-                        self._end_session(state)
-                        if state.finished:
-                            active = [s for s in sites if not s.finished]
-                    transport.poll(0)
-                for state in sites:
-                    if state.driver is not None:
-                        self._dispatch(transport, state, state.driver.finish())
-                        self._end_session(state)
+                stopped = self._send_loop(transport, sites, writer)
+                self._end_open_sessions(transport, sites)
             except KeyboardInterrupt:
                 stopped, error = "aborted", "interrupted twice: open sessions were not ended"
             except ProducerError as exc:
                 stopped, error = "error", str(exc)
             finally:
                 self._close(transport, writer)
-        elapsed = self._mono() - began
+        return self._summary(stopped, self._mono() - began, sites, transport, error)
+
+    def _info(self) -> RunInfo:
+        """The run's identity and settings, as the ledger stores them."""
+        cfg = self.config
+        return RunInfo(
+            run_id=self.run_id,
+            seed=cfg.seed,
+            faults=tuple(f.spec() for f in cfg.faults),
+            settings=cfg.settings(),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+
+    def _send_loop(self, transport: Transport, sites: list[_SiteState], writer: LedgerWriter) -> StopReason:
+        """Send until every site has finished its sessions (``completed``), ``duration`` is up or
+        :meth:`stop` is called; sites that join on the way are appended to ``sites``."""
+        cfg = self.config
+        # The duration, the joins and the pacing count from here: building tables and
+        # topics is setup, and no reason to send a burst.
+        start = self._mono()
+        pace = _Pace(interval=1.0 / cfg.rate, next_due=start)
+        joins = [start + cfg.duration * (k + 1) / (cfg.join + 1) for k in range(cfg.join)]
+        last_report = start
+        last_sent, last_bytes = 0, 0
+        # Kept up to date where it changes (a site joins or finishes), not per message.
+        active = list(sites)
+        while True:
+            now = self._mono()
+            if self._stop:
+                return "stopped"
+            if now - start >= cfg.duration:
+                return "duration"
+            if joins and now >= joins[0]:
+                self._join_due(transport, sites, joins, now)
+                active = [s for s in sites if not s.finished]
+            if now - last_report >= self._progress_every:
+                self._report(transport, now - start, now - last_report, last_sent, last_bytes, len(sites))
+                last_report, last_sent, last_bytes = now, self._sent, self._bytes
+                writer.maybe_flush()
+            if not active and not joins:
+                return "completed"
+            if not active:
+                transport.poll(min(0.05, max(0.0, joins[0] - now)))
+                continue
+            urgent = next((s for s in active if s.driver is not None and s.driver.urgent), None)
+            state = urgent if urgent is not None else pace.take(active, now)
+            if state is None:
+                # Waiting for the rate is time to serve delivery reports.
+                transport.poll(min(pace.next_due - now, 0.05))
+                continue
+            self._step(transport, state)
+            if state.finished:
+                active = [s for s in sites if not s.finished]
+            transport.poll(0)
+
+    def _join_due(self, transport: Transport, sites: list[_SiteState], joins: list[float], now: float) -> None:
+        """Add a site (and its topic) for every join time up to ``now``, taking those times off ``joins``."""
+        while joins and now >= joins[0]:
+            joins.pop(0)
+            state = self._new_site(len(sites))
+            transport.ensure_topics([state.topic])
+            sites.append(state)
+
+    def _step(self, transport: Transport, state: _SiteState) -> None:
+        """Send one step of the site's current session (starting one if none is open); end it when done."""
+        if state.driver is None:
+            state.driver = SessionDriver(
+                state.site,
+                ordinal=state.ordinal,
+                plan=self.config.plan,
+                faults=self.config.faults,
+                seed=self.config.seed,
+                run_id=self.run_id,
+                clock=self._wall,
+            )
+        self._dispatch(transport, state, state.driver.step())
+        if state.driver.done:
+            self._end_session(state)
+
+    def _end_open_sessions(self, transport: Transport, sites: Sequence[_SiteState]) -> None:
+        """Let each open session send what closes it (its ``end``) and count it as done."""
+        for state in sites:
+            if state.driver is not None:
+                self._dispatch(transport, state, state.driver.finish())
+                self._end_session(state)
+
+    def _summary(
+        self, stopped: StopReason, elapsed: float, sites: Sequence[_SiteState], transport: Transport, error: str | None
+    ) -> RunSummary:
+        """What the run did, from the counters kept while it ran."""
         return RunSummary(
             run_id=self.run_id,
-            ledger=cfg.ledger,
+            ledger=self.config.ledger,
             stopped=stopped,
             elapsed_s=elapsed,
             rows=self._send_index,
