@@ -17,7 +17,6 @@ import threading
 import time
 
 from sandbox import SandboxError, Settings, open_sandbox
-from sandbox.backend import format_status
 from sandbox.settings import detect_backend
 from sandbox.smoke import kafka_round_trip, s3_round_trip
 
@@ -39,11 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = _choose_backend(Settings.from_env(backend=detect_backend()))
         if settings.backend == "compose" and not settings.attached:
             return _demo_in_compose(settings, argv)
-        sb = open_sandbox(settings)
-        print(f"== 1. starting the {settings.backend} sandbox (state: {settings.state_dir})", flush=True)
+        sb = open_sandbox(settings, progress=_sandbox_line)
+        print(f"== 1. starting the {settings.backend} sandbox (state: {settings.state_dir}, logs in logs/)", flush=True)
         sb.up()
-        print(f"   kafka: {kafka_round_trip(settings, messages=20)}")
-        print(f"   minio: {s3_round_trip(settings)}")
+        print(f"   kafka: {kafka_round_trip(settings, messages=20)}; minio: {s3_round_trip(settings)}")
         verdict = _pipeline(settings, args)
     except KeyboardInterrupt:
         print("\ndemo interrupted; the sandbox keeps running (`make down` stops it)", file=sys.stderr)
@@ -55,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         message, status = failure
         print(f"\ndemo failed: {message}", file=sys.stderr)
         return status
-    print()
-    print(format_status(sb.status()))
+    states = [f"{s.name} {s.state}" for s in sb.status()]
+    print(f"\n   sandbox: {', '.join(states)}  (`make status`: endpoints and logs)")
     e = settings.endpoints()
     print(
         f"\n== where to look next ({time.monotonic() - started:.0f}s in all)\n"
@@ -197,7 +195,7 @@ def _pipeline(settings: Settings, args) -> bool:
             result = summary["result"]
             if result.error:  # type: ignore[attr-defined]
                 raise ProducerError(f"the producers of run {run_id} stopped early ({result.stopped}): {result.error}")  # type: ignore[attr-defined]
-            print("   producers done:\n" + "\n".join("     " + line for line in result.text().splitlines()))  # type: ignore[attr-defined]
+            print("   producers done:\n" + "\n".join("     " + line for line in result.text(sites=False).splitlines()))  # type: ignore[attr-defined]
             pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix,
                            progress=lambda m: print("   " + m))  # fmt: skip
 
@@ -211,6 +209,14 @@ def _pipeline(settings: Settings, args) -> bool:
     print("\n".join("   " + line for line in report.summary().splitlines()))
     print(f"\n   outputs: {cfg.sessions_path} (rows, sessions, quarantine) and {cfg.raw_path}")
     return bool(report.ok)
+
+
+def _sandbox_line(line: str) -> None:
+    """The sandbox's progress, one screen's worth: its waits and its verdict, not every
+    service's start and probe (those are in its logs, and a failure names them)."""
+    fetching = line.startswith("[artifacts]") and not line.startswith("[artifacts]   ")  # a first run's downloads
+    if fetching or line.startswith("[sandbox] waiting for") or "all services healthy" in line or "resuming" in line:
+        print("   " + line, flush=True)
 
 
 def _batch_line(progress: dict | None, elapsed_s: float, duration_s: float) -> str:

@@ -180,15 +180,17 @@ class RunSummary:
     last_client_error: str | None = None
     error: str | None = None
 
-    def text(self) -> str:
+    def text(self, *, sites: bool = True) -> str:
+        """The summary a person reads; ``sites=False`` leaves out the per-site table."""
         lines = [
             f"run {self.run_id}: {self.stopped} after {self.elapsed_s:.1f}s, {self.rows} ledger rows, "
             f"{self.bytes_sent / 1e6:.2f} MB sent ({self.rows / max(self.elapsed_s, 1e-9):.0f} rows/s)",
             "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
             "faults:   " + (", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none"),
-            f"{'site':<16}{'sessions':>9}{'rows':>8}{'ok':>8}{'failed':>8}{'indet':>7}{'not-sent':>9}",
         ]
-        for site, c in self.sites.items():
+        if sites:
+            lines.append(f"{'site':<16}{'sessions':>9}{'rows':>8}{'ok':>8}{'failed':>8}{'indet':>7}{'not-sent':>9}")
+        for site, c in self.sites.items() if sites else ():
             lines.append(
                 f"{site:<16}{c.get('sessions', 0):>9}{c.get('rows', 0):>8}{c.get('ok', 0):>8}"
                 f"{c.get('failed', 0):>8}{c.get('indeterminate', 0):>7}{c.get('not-sent', 0):>9}"

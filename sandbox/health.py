@@ -40,7 +40,7 @@ def check_kafka(settings: Settings, *, timeout_s: float = 5.0) -> Health:
             "bootstrap.servers": settings.endpoints().kafka_bootstrap,
             "socket.timeout.ms": int(timeout_s * 1000),
             "log_level": 0,
-            "logger": _silent_logger(),
+            "logger": librdkafka_logger(),
         }
     )
     try:
@@ -210,10 +210,14 @@ class _Aborted(Exception):
     pass
 
 
-def _silent_logger():
+def librdkafka_logger(name: str = "sandbox.kafka-health"):
+    """A logger for librdkafka's own lines (its retries while a broker starts): out of the
+    terminal, no handler and no propagation. Callers check the outcome themselves and
+    name the failure in their own error."""
     import logging
 
-    logger = logging.getLogger("sandbox.kafka-health")
-    logger.addHandler(logging.NullHandler())
+    logger = logging.getLogger(name)
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
     logger.propagate = False
     return logger
