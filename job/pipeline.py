@@ -339,6 +339,16 @@ def caught_up(query, targets: dict[str, dict[str, int]]) -> bool:
     return query.lastProgress is not None and records_left(query, targets) == 0
 
 
+def rows_read(query) -> int:
+    """Input rows over the query's recent batches (``recentProgress``, the last 100 by default).
+
+    ``lastProgress`` alone is not enough to ask "has a batch with input run yet": a stateful
+    query runs a no-data batch for its timeouts right after a data batch, and that progress
+    (``numInputRows`` 0) replaces the one a poller was waiting to see.
+    """
+    return sum(int(p.get("numInputRows") or 0) for p in (query.recentProgress or []))
+
+
 def records_left(query, targets: dict[str, dict[str, int]]) -> int:
     """Records between the query's last committed batch and the target offsets."""
     reached: dict[str, dict[str, int]] = {}

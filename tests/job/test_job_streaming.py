@@ -91,8 +91,7 @@ def test_site_that_starts_after_the_job_appears_in_the_output(sandbox, spark, pr
     cfg = _config(sandbox.settings, tmp_path, prefix, "resync", trigger="2 seconds", topic_discovery_ms=2000, raw_archive=False)
     queries = pipeline.start(spark, cfg, bootstrap=sandbox.settings.endpoints().kafka_bootstrap)
     try:
-        wait_for(lambda: queries[0].lastProgress and queries[0].lastProgress["numInputRows"] > 0, timeout_s=180,
-                 what="the job's first batch")  # fmt: skip
+        wait_for(lambda: pipeline.rows_read(queries[0]) > 0, timeout_s=180, what="the job's first batch")
         before = {r.topic for r in lake.read_output(spark, cfg.sessions_path, "rows").select("topic").distinct().collect()}
         _, _, late = produce(faults=(), sites=2, sessions=1, duration=2.0, prefix=prefix, seed=2)
         new_topics = set(late.topics) - before

@@ -77,7 +77,7 @@ def test_paused_object_store_raises_a_stall_then_recovered(sandbox, spark, tmp_p
         with watch_spark(spark, **_dog(settings, producer.topic_prefix, tmp_path, url, stall_after_s=10, lag_records=10**9)) as dog:
             query = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)[0]
             try:
-                wait_for(lambda: (query.lastProgress or {}).get("numInputRows", 0) > 0, timeout_s=180, what="a first batch with input")
+                wait_for(lambda: pipeline.rows_read(query) > 0, timeout_s=180, what="a first batch with input")
                 with paused(sandbox, "minio"):  # the sink's object store freezes: writes hang, nothing commits
                     stall = dog.wait_for("stall", query=query.name, timeout_s=60)
                 recovered = dog.wait_for("recovered", query=query.name, timeout_s=120)
