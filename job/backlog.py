@@ -1,0 +1,278 @@
+"""The job comes back to a backlog: batch sizes, catch-up, memory and state (chapter 05).
+
+The source material (``003_d81869c621161182.txt``, ``001_0c84e1be95b055b8.txt``) warns that a
+streaming job restarted after downtime reads everything that piled up in its first batch
+unless ``maxOffsetsPerTrigger`` caps it, and that how long catch-up takes is arithmetic:
+the backlog is ``downtime x input rate``, and the job works it off at its throughput *minus*
+the input that keeps arriving. This module runs that on the sandbox and measures it.
+
+- :func:`catch_up_time_s` -- the arithmetic, pure.
+- :class:`HighWatermarks` -- a thread sampling the topics' end offsets, for the lag curve.
+- :func:`batches` -- one :class:`Batch` per micro-batch from a query's progress: rows,
+  duration, the state operator's rows and memory, and the lag when it committed.
+- :func:`batch_memory` -- per batch, the execution memory its tasks took and what they
+  spilled, from the driver's REST API (``/api/v1/applications/<id>/jobs`` and ``/stages``).
+- :func:`run_catch_up` -- start the job on a prefix, wait until it has caught up (and,
+  with ``wait_state_empty``, until idle sessions expired), stop it, return a :class:`CatchUp`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from job.config import JobConfig
+from job.errors import JobError
+
+__all__ = [
+    "BacklogError", "Batch", "CatchUp", "HighWatermarks", "batch_memory", "batches", "catch_up_time_s", "forecast",
+    "run_catch_up", "without_cap",
+]  # fmt: skip
+
+
+class BacklogError(JobError):
+    """A catch-up run could not be measured (the job failed, or never caught up in time)."""
+
+
+def catch_up_time_s(backlog: float, input_rate: float, throughput: float) -> float:
+    """Seconds to work off ``backlog`` records at ``throughput`` records/s while ``input_rate``
+    more arrive each second: ``backlog / (throughput - input_rate)``; ``inf`` when the job is
+    not faster than its input (then it never catches up, and the lag only grows)."""
+    if backlog <= 0:
+        return 0.0
+    spare = throughput - input_rate
+    return math.inf if spare <= 0 else backlog / spare
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One micro-batch: ``start``/``end`` in epoch seconds (trigger start, commit), the rows it
+    read, the state operator's row count and memory after it, and the lag when it committed
+    (the topics' end offsets then, minus the offsets it reached; None without samples)."""
+
+    batch_id: int
+    start: float
+    end: float
+    input_rows: int
+    state_rows: int
+    state_bytes: int
+    committed: int
+    lag: int | None
+
+    @property
+    def duration_s(self) -> float:
+        return self.end - self.start
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def _reached(progress: Mapping[str, Any]) -> int:
+    total = 0
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        end = json.loads(end) if isinstance(end, str) else end
+        total += sum(int(o) for parts in (end or {}).values() for o in parts.values())
+    return total
+
+
+def batches(progress: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tuple[float, int]] = ()) -> list[Batch]:
+    """One :class:`Batch` per progress event (a query's ``recentProgress``), in batch order.
+    ``high_watermarks`` are ``(epoch s, total end offsets)`` samples; a batch's lag is the
+    last sample at or before its commit minus the offsets it reached."""
+    out = []
+    for p in sorted(progress, key=lambda p: int(p["batchId"])):
+        start = _epoch(p["timestamp"])
+        end = start + (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+        state = (p.get("stateOperators") or [{}])[0]
+        committed = _reached(p)
+        seen = [hw for t, hw in high_watermarks if t <= end]
+        out.append(Batch(batch_id=int(p["batchId"]), start=start, end=end, input_rows=int(p.get("numInputRows") or 0),
+                         state_rows=int(state.get("numRowsTotal") or 0), state_bytes=int(state.get("memoryUsedBytes") or 0),
+                         committed=committed, lag=max(0, seen[-1] - committed) if seen else None))  # fmt: skip
+    return out
+
+
+def forecast(run: CatchUp, *, first: int = 3) -> float:
+    """The catch-up time the first ``first`` full batches predict: their throughput (rows over
+    the wall time from the first one's start to the last one's commit) in
+    :func:`catch_up_time_s` with the run's backlog and input rate. The query's very first
+    batch is left out: it also opens the state stores, which later batches do not pay for."""
+    full = [b for b in run.batches[1:] if run.full(b)][:first]
+    if len(full) < first:
+        raise BacklogError(f"{run.label}: only {len(full)} full batches of {run.cap} rows; a forecast needs {first}")
+    throughput = sum(b.input_rows for b in full) / (full[-1].end - full[0].start)
+    return catch_up_time_s(run.backlog, run.input_rate, throughput)
+
+
+class HighWatermarks:
+    """Samples the total end offset of every topic with a prefix, every ``interval_s``, in a
+    daemon thread: ``with HighWatermarks(...) as hw: ...`` then ``hw.samples``."""
+
+    def __init__(self, bootstrap: str, topic_prefix: str, *, interval_s: float = 0.5) -> None:
+        self.bootstrap, self.topic_prefix, self.interval_s = bootstrap, topic_prefix, interval_s
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="high-watermarks", daemon=True)
+
+    def sample(self) -> int:
+        from job.baseline import end_offsets
+
+        total = sum(end_offsets(self.bootstrap, self.topic_prefix, timeout_s=5.0).values())
+        self.samples.append((time.time(), total))
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - a missed sample leaves a gap in a plot, nothing else
+                pass
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> HighWatermarks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - the driver's own UI
+        return json.load(response)
+
+
+def batch_memory(spark, query_name: str, query_id: str) -> dict[int, dict[str, int]]:
+    """Per batch of the query named ``query_name`` with id ``query_id`` (a restart from
+    another checkpoint has the same name and batch numbers, not the same id): ``peak_execution_bytes`` (the largest
+    stage's peak execution memory, summed over its tasks: the sort and aggregation buffers
+    that grow with a batch) and ``spilled_bytes`` (what its stages spilled to disk because
+    those buffers did not fit), from the driver's REST API. Spark names a streaming job
+    ``<query name>\\nid = ...\\nrunId = ...\\nbatch = <n>``."""
+    sc = spark.sparkContext
+    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
+    stages = {s["stageId"]: s for s in _get(f"{base}/stages") if s.get("status") == "COMPLETE"}
+    out: dict[int, dict[str, int]] = {}
+    for job in _get(f"{base}/jobs"):
+        lines = (job.get("description") or "").splitlines()
+        if lines[:2] != [query_name, f"id = {query_id}"] or not lines[-1].startswith("batch = "):
+            continue
+        batch = int(lines[-1].split("=")[1])
+        mine = [stages[s] for s in job.get("stageIds", []) if s in stages]
+        entry = out.setdefault(batch, {"peak_execution_bytes": 0, "spilled_bytes": 0})
+        entry["peak_execution_bytes"] = max([entry["peak_execution_bytes"], *(s.get("peakExecutionMemory", 0) for s in mine)])
+        entry["spilled_bytes"] += sum(s.get("memoryBytesSpilled", 0) for s in mine)
+    return out
+
+
+@dataclass(kw_only=True)
+class CatchUp:
+    """What one run of the job over a backlog did. ``started`` is when the query started;
+    ``backlog`` the records in Kafka then; ``input_rate`` the records/s that kept arriving
+    while producers ran (measured from the high watermarks; 0 when none ran); ``caught_up_s`` the time from ``started`` to the
+    commit of the first batch with no lag left behind it (None if it never got there)."""
+
+    label: str
+    cap: int | None
+    started: float
+    backlog: int
+    input_rate: float
+    batches: list[Batch]
+    high_watermarks: list[tuple[float, int]]
+    memory: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def caught_up_s(self) -> float | None:
+        for b in self.batches:
+            if b.input_rows and (b.lag == 0 or (self.cap and not self.full(b))):
+                return b.end - self.started
+        return None
+
+    def full(self, batch: Batch) -> bool:
+        """Whether the cap limited ``batch``: Spark splits ``maxOffsetsPerTrigger`` over the
+        partitions in proportion to their backlog and rounds each share down, so a capped
+        batch reads a little less than the cap; 90 % of it counts as full."""
+        return bool(self.cap) and batch.input_rows >= 0.9 * self.cap
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per batch, for a DataFrame: times relative to ``started``."""
+        return [{"batch": b.batch_id, "committed at (s)": round(b.end - self.started, 1), "rows": b.input_rows,
+                 "duration (s)": round(b.duration_s, 1), "lag after": b.lag, "state rows": b.state_rows,
+                 "execution memory (MB)": round(self.memory.get(b.batch_id, {}).get("peak_execution_bytes", 0) / 2**20, 1),
+                 "spilled (MB)": round(self.memory.get(b.batch_id, {}).get("spilled_bytes", 0) / 2**20, 1)}
+                for b in self.batches]  # fmt: skip
+
+
+def run_catch_up(spark, cfg: JobConfig, *, bootstrap: str, label: str, input_running: Callable[[], bool] = lambda: False,
+                 wait_state_empty_s: float | None = None, timeout_s: float = 300.0) -> CatchUp:  # fmt: skip
+    """Start the job (``cfg``) on a backlog, wait until it caught up, stop it, return what it did.
+
+    ``input_running`` says whether producers are still sending: the run waits for them to
+    finish, then for the job to reach the end offsets. With ``wait_state_empty_s``, it then
+    waits (up to that long) for idle-session expiry to empty the state store, batch after
+    no-data batch. The lag curve needs the query's progress, so a run longer than
+    ``spark.sql.streaming.numRecentProgressUpdates`` batches (100) loses its start.
+    """
+    from job import pipeline
+
+    name = cfg.name + "-sessions"
+    with HighWatermarks(bootstrap, cfg.topic_prefix) as hw:
+        backlog, started = hw.sample(), time.time()
+        queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
+        query = next(q for q in queries if q.name == name)
+        deadline = started + timeout_s
+        try:
+            while input_running() and time.time() < deadline:
+                pipeline.raise_if_dead(query)
+                pipeline.wait(query, 1.0)
+            input_until = time.time()
+            targets = pipeline.source_end_offsets(bootstrap, cfg.topic_prefix)
+            while not pipeline.caught_up(query, targets):
+                pipeline.raise_if_dead(query)
+                if time.time() > deadline:
+                    raise BacklogError(f"{name}: {pipeline.records_left(query, targets)} records still unread after {timeout_s:.0f}s")
+                pipeline.wait(query, 1.0)
+            if wait_state_empty_s is not None:
+                _wait_state_empty(query, timeout_s=wait_state_empty_s)
+        finally:
+            for q in queries:
+                q.stop()
+    samples = list(hw.samples)
+    arrived = [(t, v) for t, v in samples if started <= t <= input_until]
+    span = arrived[-1][0] - arrived[0][0] if len(arrived) > 1 else 0.0
+    rate = (arrived[-1][1] - arrived[0][1]) / span if span > 0 else 0.0
+    return CatchUp(label=label, cap=cfg.max_offsets_per_trigger, started=started, backlog=backlog, input_rate=rate,
+                   batches=batches(query.recentProgress, samples), high_watermarks=samples,
+                   memory=batch_memory(spark, name, str(query.id)))  # fmt: skip
+
+
+def _wait_state_empty(query, *, timeout_s: float) -> None:
+    from job import pipeline
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pipeline.raise_if_dead(query)
+        last = query.lastProgress or {}
+        state = (last.get("stateOperators") or [{}])[0]
+        if last and int(state.get("numRowsTotal") or 0) == 0 and int(last.get("numInputRows") or 0) == 0:
+            return
+        if time.monotonic() > deadline:
+            raise BacklogError(f"{query.name}: the state store still holds {state.get('numRowsTotal')} sessions after "
+                               f"{timeout_s:.0f}s; idle expiry needs idle_timeout_s of silence and a no-data batch")  # fmt: skip
+        pipeline.wait(query, 1.0)
+
+
+def without_cap(cfg: JobConfig) -> JobConfig:
+    """``cfg`` with no ``maxOffsetsPerTrigger``: the first batch reads the whole backlog."""
+    return dataclasses.replace(cfg, max_offsets_per_trigger=None)

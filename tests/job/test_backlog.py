@@ -1,0 +1,89 @@
+"""The pure parts of job.backlog: the catch-up arithmetic, batches from a query's progress,
+and what a run's batches say (caught up, full, forecast). No services."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+import pytest
+
+from job.backlog import BacklogError, Batch, CatchUp, batches, catch_up_time_s, forecast
+
+
+def test_catch_up_time_is_the_backlog_over_the_throughput_left_after_the_input():
+    assert catch_up_time_s(60_000, 1000, 3000) == 30.0
+    assert catch_up_time_s(120_000, 1000, 3000) == 60.0  # twice the downtime, twice the time
+
+
+def test_a_job_no_faster_than_its_input_never_catches_up():
+    assert catch_up_time_s(30_000, 1000, 1000) == math.inf
+    assert catch_up_time_s(30_000, 1000, 800) == math.inf
+
+
+def test_no_backlog_takes_no_time_even_for_a_slow_job():
+    assert catch_up_time_s(0, 1000, 10) == 0.0
+
+
+def _at(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _progress(batch_id, start, duration_ms, rows, ends, state_rows=0):
+    return {"batchId": batch_id, "timestamp": _at(start), "numInputRows": rows,
+            "durationMs": {"triggerExecution": duration_ms},
+            "stateOperators": [{"numRowsTotal": state_rows, "memoryUsedBytes": 100 * state_rows}],
+            "sources": [{"endOffset": '{"t-a": {"0": %d, "1": %d}}' % ends}]}  # fmt: skip
+
+
+def test_batches_come_in_batch_order_with_the_lag_left_behind_each_commit():
+    progress = [_progress(1, 1010.0, 2000, 40, (50, 50), state_rows=3), _progress(0, 1000.0, 4000, 60, (30, 30))]
+    # end offsets sampled over time: 100 at 1001, 130 at 1011 (after batch 1's start, before its commit)
+    samples = [(1001.0, 100), (1011.0, 130), (1013.0, 150)]
+    got = batches(progress, samples)
+    assert [b.batch_id for b in got] == [0, 1]
+    assert got[0] == Batch(batch_id=0, start=1000.0, end=1004.0, input_rows=60, state_rows=0, state_bytes=0,
+                           committed=60, lag=40)  # fmt: skip
+    assert got[1].end == 1012.0 and got[1].committed == 100 and got[1].lag == 30
+    assert got[1].state_rows == 3 and got[1].state_bytes == 300 and got[1].duration_s == 2.0
+
+
+def test_a_batch_before_any_sample_has_no_lag_and_the_lag_is_never_negative():
+    got = batches([_progress(0, 1000.0, 1000, 10, (5, 5)), _progress(1, 1002.0, 1000, 10, (10, 10))], [(1002.5, 12)])
+    assert got[0].lag is None
+    assert got[1].lag == 0  # the sample (12) is older than what the batch reached (20)
+
+
+def _batch(batch_id, start, end, rows, lag):
+    return Batch(batch_id=batch_id, start=start, end=end, input_rows=rows, state_rows=0, state_bytes=0, committed=0, lag=lag)
+
+
+def _run(batches_, cap=1000, backlog=5000, input_rate=100.0):
+    return CatchUp(label="t", cap=cap, started=0.0, backlog=backlog, input_rate=input_rate, batches=batches_,
+                   high_watermarks=[])  # fmt: skip
+
+
+def test_a_capped_run_has_caught_up_at_its_first_batch_below_the_cap():
+    run = _run([_batch(0, 0, 5, 1000, 4000), _batch(1, 5, 7, 950, 3100), _batch(2, 7, 9, 400, 30)])
+    assert run.full(run.batches[1]) and not run.full(run.batches[2])  # 950 counts as full: shares round down
+    assert run.caught_up_s == 9.0
+
+
+def test_an_uncapped_run_has_caught_up_when_no_lag_is_left_and_a_batch_without_input_does_not_count():
+    run = _run([_batch(0, 0, 1, 0, 0), _batch(1, 1, 20, 6000, 500), _batch(2, 20, 22, 500, 0)], cap=None)
+    assert not run.full(run.batches[1])
+    assert run.caught_up_s == 22.0
+    assert _run([_batch(0, 0, 20, 6000, 500)], cap=None).caught_up_s is None
+
+
+def test_the_forecast_uses_the_first_full_batches_after_the_querys_first():
+    # the first batch is slow (it opens the state stores) and must not count
+    full = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 32, 1000, 8000), _batch(2, 32, 34, 1000, 7000),
+            _batch(3, 34, 36, 1000, 6000), _batch(4, 36, 37, 200, 0)]  # fmt: skip
+    # batches 1-3: 3000 rows from 30 to 36 -> 500 records/s; 5000 / (500 - 100)
+    assert forecast(_run(full)) == pytest.approx(12.5)
+
+
+def test_a_forecast_without_enough_full_batches_says_how_many_it_had():
+    with pytest.raises(BacklogError, match="only 1 full batches of 1000 rows; a forecast needs 3"):
+        forecast(_run([_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 32, 1000, 0), _batch(2, 32, 33, 10, 0)]))
