@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,11 +40,26 @@ from sandbox.settings import BackendKind, Endpoints, Settings
 
 _STOP_GRACE_S = 15.0
 
+#: How long a port with no listener may stay busy before starting a service on it fails.
+_PORT_RELEASE_S = 10.0
+
 #: Workers delete the work directory (executor logs, fetched files) of an application that
 #: ended a day ago, checking every 30 minutes. Compose passes the same to its workers.
 SPARK_WORKER_OPTS = (
     "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=1800 -Dspark.worker.cleanup.appDataTtl=86400"
 )
+
+
+
+def spark_master_opts(recovery_dir: str) -> str:
+    """The master's options, here and in Compose: workers are declared lost after 20 s of
+    silence, and the master writes its workers and applications to ``recovery_dir``, so a
+    master that is killed and started again takes them back (chapter 04). Without a recovery
+    mode, the new master knows no application: when the workers register again, it has
+    them kill the running job's executors as unknown, and the job stalls with no executor
+    until someone restarts it."""
+    return f"-Dspark.worker.timeout=20 -Dspark.deploy.recoveryMode=FILESYSTEM -Dspark.deploy.recoveryDirectory={recovery_dir}"
+
 
 #: Every service (and so every process it starts: executors, Python workers) carries this
 #: variable set to the sandbox's state directory; ``down`` sweeps by it, so it never touches
@@ -106,6 +122,10 @@ class LocalBackend:
                     self._progress(f"[sandbox] {name} is paused; resuming it")
                     self._signal(name, signal.SIGCONT)
                 continue
+            if name == "spark-master" and not any(self._pid(w) for w in self.services() if w.startswith("spark-worker-")):
+                # a cold start: what an earlier master recorded names workers and applications
+                # that are gone, and recovering them would hold the new master back a worker timeout
+                shutil.rmtree(self._recovery_dir(), ignore_errors=True)
             self._start(name)
         self._register()
         for name in self.services():
@@ -233,7 +253,7 @@ class LocalBackend:
         if "java" in arts:
             spark_env["JAVA_HOME"] = str(Path(str(arts["java"])).resolve().parent.parent)
         if name == "spark-master":
-            spark_env["SPARK_MASTER_OPTS"] = "-Dspark.worker.timeout=20"
+            spark_env["SPARK_MASTER_OPTS"] = spark_master_opts(str(self._recovery_dir()))
             return _Service(
                 name=name,
                 argv=[spark_class, "org.apache.spark.deploy.master.Master", "--host", s.host,
@@ -257,6 +277,9 @@ class LocalBackend:
             endpoint=f"{s.host} (registers with {e.spark_master})", ui=e.spark_worker_uis[n - 1],
             probe=lambda: health.check_spark_worker(s, n, timeout_s=3.0),
         )  # fmt: skip
+
+    def _recovery_dir(self) -> Path:
+        return self._data_dir("spark-master") / "recovery"
 
     def _config_dir(self) -> Path:
         return self.settings.state_dir / "config"
@@ -438,14 +461,16 @@ class LocalBackend:
         return False
 
     def _check_port(self, service: str, port: int) -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((self.settings.host, port))
-                return
-            except OSError:
-                pass
-        owner_pid, owner = _port_owner(port)
+        # A port nobody listens on can still be held for a moment by the closing connections
+        # of a process just killed (a restart right after a kill): wait for those, not longer.
+        deadline = time.monotonic() + _PORT_RELEASE_S
+        while not _bindable(self.settings.host, port):
+            owner_pid, owner = _port_owner(port)
+            if owner_pid is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        else:
+            return
         for entry in _registry_entries(self.settings):
             if entry["state_dir"] != str(self.settings.state_dir) and owner_pid in entry.get("pids", []):
                 raise AnotherSandboxRunningError(entry["state_dir"], [port])
@@ -523,6 +548,16 @@ def _registry_entries(settings: Settings) -> list[dict]:
         else:
             path.unlink(missing_ok=True)
     return out
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _port_owner(port: int) -> tuple[int | None, str | None]:

@@ -246,6 +246,13 @@ def test_compose_workers_clean_up_ended_applications_like_local_ones():
         assert services[name]["environment"]["SPARK_WORKER_OPTS"] == SPARK_WORKER_OPTS, name
 
 
+def test_compose_master_recovers_its_applications_like_the_local_one():
+    from sandbox.local import spark_master_opts
+
+    # in the container's own filesystem: it survives a kill and restart, not a `compose down`
+    assert _compose()["services"]["spark-master"]["environment"]["SPARK_MASTER_OPTS"] == spark_master_opts("/tmp/spark-recovery")
+
+
 def test_memory_limits_fit_a_16_gb_laptop():
     def mib(text: str) -> float:
         number, unit = float(str(text)[:-1]), str(text)[-1].lower()

@@ -60,6 +60,32 @@ def test_kill_worker_leaves_one_alive_and_restart_brings_back_two(sandbox):
 
 
 @pytest.mark.slow
+def test_a_killed_master_takes_the_running_application_and_its_executors_back(sandbox, spark):
+    # Without a recovery mode the new master would know no application, and would have the
+    # re-registering workers kill this one's executors as unknown (chapter 04).
+    import json
+    import urllib.request
+
+    sc = spark.sparkContext
+
+    def executors() -> set[str]:
+        url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return {e["id"] for e in json.load(response) if e["id"] != "driver" and e.get("isActive", True)}
+
+    assert spark.range(1000).count() == 1000
+    before = executors()
+    assert before
+    sandbox.kill("spark-master")
+    sandbox.restart("spark-master")  # returns once the master is ALIVE: its recovery is complete
+    status = spark_master_status(sandbox.settings)
+    assert sc.applicationId in [app["id"] for app in status["activeapps"]], status["activeapps"]
+    assert len(alive_workers(status)) == 2
+    assert spark.range(1000).count() == 1000
+    assert executors() == before
+
+
+@pytest.mark.slow
 def test_paused_kafka_times_a_client_out_and_resume_lets_it_finish(sandbox):
     bootstrap = sandbox.settings.endpoints().kafka_bootstrap
     topic = f"_pause-test-{uuid.uuid4().hex[:8]}"
