@@ -22,7 +22,8 @@ query counts (its name ends in ``-sessions``; the job's raw-archive query writes
 log, and the watchdog alerts for it too, which would count every fault twice). A fault's *time to
 flow* is the completion time of the first batch with input rows after the fault's
 reference moment, minus the injection time. The reference moment is the injection for a
-fault the job can absorb (a worker kill: the other executor carries on), and the moment
+fault the job can absorb (a worker kill: the other executor carries on; a master kill: a
+running application does not need its master), and the moment
 the fault was undone for one that blocks the job until then (broker down, object store
 frozen, driver dead): a batch that completes while the broker is still down is not output
 flowing *again*.
@@ -65,7 +66,7 @@ GRACE_S = 5.0
 #: The suffix of the sessions query's name (``JobConfig.name`` + ``-sessions``): the query judged.
 SESSIONS_QUERY_SUFFIX = "-sessions"
 
-FaultKind = Literal["worker-kill", "broker-kill", "minio-pause", "driver-kill"]
+FaultKind = Literal["worker-kill", "broker-kill", "minio-pause", "driver-kill", "master-kill"]
 Behaviour = Literal["kept going", "waited", "failed, restarted from the checkpoint"]
 
 
@@ -101,6 +102,9 @@ FAULTS: dict[str, EnvFault] = {
         EnvFault(kind="minio-pause", hold_s=25.0, blocks=True,
                  damage="SIGSTOP of MinIO (the file sink's object store) for hold_s, then SIGCONT",
                  expected="sink writes hang: no batch commits while paused, the batch in flight completes after"),
+        EnvFault(kind="master-kill", hold_s=15.0, blocks=False,
+                 damage="SIGKILL of the Spark master; started again after hold_s (recovery mode FILESYSTEM)",
+                 expected="driver and executors talk directly and keep going; the new master recovers app and workers"),
         EnvFault(kind="driver-kill", hold_s=5.0, blocks=True,
                  damage="SIGKILL of the job's driver process group; the operator restarts it after hold_s",
                  expected="the restarted query re-runs any uncommitted batch from the checkpoint; nothing lost or doubled"),
@@ -377,6 +381,9 @@ def _inject(kind: FaultKind, sandbox, job: JobProcess) -> Callable[[], None]:
     if kind == "driver-kill":
         job.kill()
         return job.start
+    if kind == "master-kill":
+        sandbox.kill("spark-master")
+        return lambda: sandbox.restart("spark-master")
     raise EnvironmentFaultError(f"fault kind {kind!r} is unknown; use one of {sorted(FAULTS)}")
 
 
