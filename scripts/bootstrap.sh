@@ -23,6 +23,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 echo "bootstrap: installing the project and its test tools into $VENV at the versions of constraints.txt (pyspark is large; pip caches it)"
 "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
-"$VENV/bin/python" -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev]"
+# setuptools prints a banner on every editable install (a warning about same-named folders in
+# the working directory, which is how this project is meant to run); silence that one only.
+PYTHONWARNINGS="ignore:Editable installation:UserWarning" \
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev]"
 echo "bootstrap: fetching Kafka and Spark-job jars and MinIO into the cache (once)"
 "$VENV/bin/python" -m sandbox --backend local fetch
