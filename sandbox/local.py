@@ -3,12 +3,13 @@
 Each service is a process group of its own (so ``kill`` also takes a worker's executors
 down, like a crashed node), with a log file under ``<state>/logs`` and data under
 ``<state>/data``. Process ids live in ``<state>/run``, so any later CLI call can find,
-stop or break what an earlier one started.
+stop or break what an earlier one started. What each service runs (command line,
+environment, ports, probe) and the files it needs first are :mod:`sandbox.local_services`;
+this module starts, watches, stops and breaks them.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -16,18 +17,15 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from sandbox import artifacts, health
+from sandbox import artifacts, health, local_services
 from sandbox.artifacts import Progress, say
-from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus, log_tail
+from sandbox.backend import ServiceState, ServiceStatus, log_tail
 from sandbox.errors import (
     AnotherSandboxRunningError,
     NotRunningError,
@@ -36,6 +34,7 @@ from sandbox.errors import (
     ServiceStartError,
     UnknownServiceError,
 )
+from sandbox.local_services import SANDBOX_MARK
 from sandbox.settings import BackendKind, Endpoints, Settings
 
 _STOP_GRACE_S = 15.0
@@ -43,43 +42,8 @@ _STOP_GRACE_S = 15.0
 #: How long a port with no listener may stay busy before starting a service on it fails.
 _PORT_RELEASE_S = 10.0
 
-#: Workers delete the work directory (executor logs, fetched files) of an application that
-#: ended a day ago, checking every 30 minutes. Compose passes the same to its workers.
-SPARK_WORKER_OPTS = (
-    "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=1800 -Dspark.worker.cleanup.appDataTtl=86400"
-)
-
-
-
-def spark_master_opts(recovery_dir: str) -> str:
-    """The master's options, here and in Compose: workers are declared lost after 20 s of
-    silence, and the master writes its workers and applications to ``recovery_dir``, so a
-    master that is killed and started again takes them back (chapter 04). Without a recovery
-    mode, the new master knows no application: when the workers register again, it has
-    them kill the running job's executors as unknown, and the job stalls with no executor
-    until someone restarts it."""
-    return f"-Dspark.worker.timeout=20 -Dspark.deploy.recoveryMode=FILESYSTEM -Dspark.deploy.recoveryDirectory={recovery_dir}"
-
-
-#: Every service (and so every process it starts: executors, Python workers) carries this
-#: variable set to the sandbox's state directory; ``down`` sweeps by it, so it never touches
-#: a process the sandbox did not start (a shell that merely sits in the state directory).
-SANDBOX_MARK = "OSL_SANDBOX_OF"
-
 #: Popen handles of the children this Python process started, so killed ones get reaped.
 _children: dict[int, subprocess.Popen] = {}
-
-
-@dataclass(frozen=True)
-class _Service:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    cwd: Path
-    ports: tuple[int, ...]
-    endpoint: str
-    ui: str | None
-    probe: Callable[[], health.Health]
 
 
 class LocalBackend:
@@ -91,22 +55,11 @@ class LocalBackend:
         self.settings = settings
         self._progress = progress
         self._artifacts: dict[str, object] | None = None
+        self._layout = local_services.Layout(settings.state_dir)
 
     # ----------------------------------------------------------------- layout
-    @property
-    def _run_dir(self) -> Path:
-        return self.settings.state_dir / "run"
-
-    def _log_path(self, name: str) -> Path:
-        return self.settings.state_dir / "logs" / f"{name}.log"
-
-    def _data_dir(self, name: str) -> Path:
-        return self.settings.state_dir / "data" / name
-
     def services(self) -> list[str]:
-        return ["kafka", "minio", "spark-master"] + [
-            f"spark-worker-{n}" for n in range(1, self.settings.spark_workers + 1)
-        ]
+        return local_services.service_names(self.settings)
 
     def endpoints(self) -> Endpoints:
         return self.settings.endpoints()
@@ -125,7 +78,7 @@ class LocalBackend:
             if name == "spark-master" and not any(self._pid(w) for w in self.services() if w.startswith("spark-worker-")):
                 # a cold start: what an earlier master recorded names workers and applications
                 # that are gone, and recovering them would hold the new master back a worker timeout
-                shutil.rmtree(self._recovery_dir(), ignore_errors=True)
+                shutil.rmtree(self._layout.recovery_dir, ignore_errors=True)
             self._start(name)
         self._register()
         for name in self.services():
@@ -139,8 +92,6 @@ class LocalBackend:
         self._registry_file().unlink(missing_ok=True)
 
     def reset(self) -> None:
-        import shutil
-
         self.down()
         for sub in ("data", "checkpoints", "logs", "config"):
             shutil.rmtree(self.settings.state_dir / sub, ignore_errors=True)
@@ -161,14 +112,14 @@ class LocalBackend:
             out.append(
                 ServiceStatus(
                     name=name, state=state, endpoint=spec.endpoint, ui=spec.ui,
-                    log=str(self._log_path(name)), pid=pid, detail=detail,
+                    log=str(self._layout.log_path(name)), pid=pid, detail=detail,
                 )
             )  # fmt: skip
         return out
 
     def logs(self, service: str, lines: int = 50) -> str:
         self._known(service)
-        return log_tail(self._log_path(service), lines)
+        return log_tail(self._layout.log_path(service), lines)
 
     # ------------------------------------------------------------------- faults
     def kill(self, service: str) -> None:
@@ -209,157 +160,16 @@ class LocalBackend:
             self._artifacts = artifacts.fetch_all(self.settings, progress=self._progress)
         return self._artifacts
 
-    def _spec(self, name: str, *, need_artifacts: bool = True) -> _Service:
-        s, p, e = self.settings, self.settings.ports, self.settings.endpoints()
-        arts = self._arts() if need_artifacts else {}
-        base_env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
-        base_env[SANDBOX_MARK] = str(s.state_dir)
-        if name == "kafka":
-            jars = arts.get("kafka_jars", [])
-            classpath = os.pathsep.join(str(j) for j in jars)  # type: ignore[union-attr]
-            return _Service(
-                name=name,
-                argv=[str(arts.get("java", "java")), f"-Xmx{s.kafka_heap}", f"-Xms{s.kafka_heap}",
-                      "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                      f"-Dlog4j2.configurationFile={self._config_dir() / 'kafka-log4j2.properties'}",
-                      "-cp", classpath, "kafka.Kafka", str(self._config_dir() / "kafka.properties")],
-                env=base_env, cwd=self._data_dir("kafka"),
-                ports=(p.kafka, p.kafka_controller),
-                endpoint=e.kafka_bootstrap, ui=None,
-                probe=lambda: health.check_kafka(s, timeout_s=3.0),
-            )  # fmt: skip
-        if name == "minio":
-            env = dict(base_env, MINIO_ROOT_USER=s.s3_access_key, MINIO_ROOT_PASSWORD=s.s3_secret_key)
-            env["MINIO_UPDATE"] = "off"
-            return _Service(
-                name=name,
-                argv=[str(arts.get("minio", "minio")), "server",
-                      "--address", f"{s.host}:{p.minio}", "--console-address", f"{s.host}:{p.minio_console}",
-                      str(self._data_dir("minio"))],
-                env=env, cwd=self._data_dir("minio"),
-                ports=(p.minio, p.minio_console),
-                endpoint=e.s3_endpoint, ui=e.s3_console,
-                probe=lambda: health.check_minio(s, timeout_s=3.0),
-            )  # fmt: skip
-        spark_class = str(artifacts.spark_home() / "bin" / "spark-class")
-        spark_env = dict(
-            base_env,
-            SPARK_HOME=str(artifacts.spark_home()),
-            SPARK_CONF_DIR=str(self._config_dir() / "spark"),
-            SPARK_LOCAL_IP=s.host,
-            SPARK_DAEMON_MEMORY="512m",
-            PYSPARK_PYTHON=sys.executable,
-        )
-        if "java" in arts:
-            spark_env["JAVA_HOME"] = str(Path(str(arts["java"])).resolve().parent.parent)
-        if name == "spark-master":
-            spark_env["SPARK_MASTER_OPTS"] = spark_master_opts(str(self._recovery_dir()))
-            return _Service(
-                name=name,
-                argv=[spark_class, "org.apache.spark.deploy.master.Master", "--host", s.host,
-                      "--port", str(p.spark_master), "--webui-port", str(p.spark_master_ui)],
-                env=spark_env, cwd=self._data_dir("spark-master"),
-                ports=(p.spark_master, p.spark_master_ui),
-                endpoint=e.spark_master, ui=e.spark_master_ui,
-                probe=lambda: _spark_master_alive(s),
-            )  # fmt: skip
-        n = int(name.rsplit("-", 1)[1])
-        work = self._data_dir(name)
-        spark_env["SPARK_LOCAL_DIRS"] = str(work / "tmp")
-        spark_env["SPARK_WORKER_OPTS"] = SPARK_WORKER_OPTS
-        return _Service(
-            name=name,
-            argv=[spark_class, "org.apache.spark.deploy.worker.Worker", "--host", s.host,
-                  "--cores", str(s.spark_worker_cores), "--memory", s.spark_worker_memory,
-                  "--webui-port", str(p.worker_ui(n)), "--work-dir", str(work / "work"), e.spark_master],
-            env=spark_env, cwd=work,
-            ports=(p.worker_ui(n),),
-            endpoint=f"{s.host} (registers with {e.spark_master})", ui=e.spark_worker_uis[n - 1],
-            probe=lambda: health.check_spark_worker(s, n, timeout_s=3.0),
-        )  # fmt: skip
-
-    def _recovery_dir(self) -> Path:
-        return self._data_dir("spark-master") / "recovery"
-
-    def _config_dir(self) -> Path:
-        return self.settings.state_dir / "config"
-
-    def _prepare(self, name: str) -> None:
-        self._data_dir(name).mkdir(parents=True, exist_ok=True)
-        self._log_path(name).parent.mkdir(parents=True, exist_ok=True)
-        (self._config_dir() / "spark").mkdir(parents=True, exist_ok=True)
-        if name == "kafka":
-            self._prepare_kafka()
-        if name.startswith("spark-worker-"):
-            (self._data_dir(name) / "tmp").mkdir(exist_ok=True)
-
-    def _prepare_kafka(self) -> None:
-        s, p = self.settings, self.settings.ports
-        logs = self._data_dir("kafka") / "logs"
-        props = self._config_dir() / "kafka.properties"
-        props.write_text(
-            "\n".join(
-                [
-                    "process.roles=broker,controller",
-                    "node.id=1",
-                    f"controller.quorum.voters=1@{s.host}:{p.kafka_controller}",
-                    f"listeners=PLAINTEXT://{s.host}:{p.kafka},CONTROLLER://{s.host}:{p.kafka_controller}",
-                    f"advertised.listeners=PLAINTEXT://{s.host}:{p.kafka}",
-                    "controller.listener.names=CONTROLLER",
-                    "inter.broker.listener.name=PLAINTEXT",
-                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                    f"log.dirs={logs}",
-                    f"num.partitions={s.kafka_partitions}",
-                    "offsets.topic.replication.factor=1",
-                    "offsets.topic.num.partitions=3",
-                    "transaction.state.log.replication.factor=1",
-                    "transaction.state.log.min.isr=1",
-                    "share.coordinator.state.topic.replication.factor=1",
-                    "share.coordinator.state.topic.min.isr=1",
-                    "group.initial.rebalance.delay.ms=0",
-                    "auto.create.topics.enable=false",
-                    # a teaching sandbox keeps a week: long enough to replay a whole workbook
-                    "log.retention.hours=168",
-                    # the broker enforces retention only on this tick (default 5 minutes); chapter 07
-                    # shortens a topic's retention.ms and must see records go within seconds
-                    "log.retention.check.interval.ms=5000",
-                    "message.max.bytes=2097152",
-                    "",
-                ]
-            )
-        )
-        (self._config_dir() / "kafka-log4j2.properties").write_text(
-            "status = warn\n"
-            "appender.console.type = Console\n"
-            "appender.console.name = STDOUT\n"
-            "appender.console.layout.type = PatternLayout\n"
-            "appender.console.layout.pattern = [%d] %p %m (%c)%n\n"
-            "rootLogger.level = INFO\n"
-            "rootLogger.appenderRef.stdout.ref = STDOUT\n"
-            "logger.kafka.name = kafka\nlogger.kafka.level = INFO\n"
-            "logger.state.name = state.change.logger\nlogger.state.level = WARN\n"
-        )
-        if (logs / "meta.properties").exists():
-            return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        spec = self._spec("kafka")
-        classpath = spec.argv[spec.argv.index("-cp") + 1]
-        self._progress(f"[sandbox] formatting Kafka storage in {logs} (cluster id {cluster_id})")
-        proc = subprocess.run(
-            [spec.argv[0], f"-Dlog4j2.configurationFile={self._config_dir() / 'kafka-log4j2.properties'}",
-             "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise ServiceStartError("kafka", "storage format failed", str(props), (proc.stdout + proc.stderr)[-3000:])
+    def _spec(self, name: str, *, need_artifacts: bool = True) -> local_services.ServiceSpec:
+        return local_services.service_spec(self.settings, self._layout, name, self._arts() if need_artifacts else {})
 
     def _start(self, name: str) -> None:
-        self._prepare(name)
+        local_services.prepare(self.settings, self._layout, name, self._arts(), progress=self._progress)
         spec = self._spec(name)
         for port in spec.ports:
             self._check_port(name, port)
-        self._progress(f"[sandbox] starting {name} (log: {self._log_path(name)})")
-        log = self._log_path(name).open("ab")
+        self._progress(f"[sandbox] starting {name} (log: {self._layout.log_path(name)})")
+        log = self._layout.log_path(name).open("ab")
         log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} sandbox starts {name}\n".encode())
         log.flush()
         proc = subprocess.Popen(
@@ -368,12 +178,12 @@ class LocalBackend:
         )  # fmt: skip
         log.close()
         _children[proc.pid] = proc
-        self._run_dir.mkdir(parents=True, exist_ok=True)
+        self._layout.run_dir.mkdir(parents=True, exist_ok=True)
         self._pid_file(name).write_text(
             json.dumps({"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "argv": spec.argv})
         )
 
-    def _wait_healthy(self, spec: _Service) -> None:
+    def _wait_healthy(self, spec: local_services.ServiceSpec) -> None:
         name = spec.name
 
         def exited() -> str | None:
@@ -386,10 +196,10 @@ class LocalBackend:
         try:
             health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=name, abort=exited, progress=self._progress)
         except health._Aborted as exc:
-            raise ServiceStartError(name, str(exc), str(self._log_path(name)), log_tail(self._log_path(name), 25)) from None
+            raise ServiceStartError(name, str(exc), str(self._layout.log_path(name)), log_tail(self._layout.log_path(name), 25)) from None
         except TimeoutError as exc:
             raise ServiceStartError(
-                name, f"did not become healthy: {exc}", str(self._log_path(name)), log_tail(self._log_path(name), 25)
+                name, f"did not become healthy: {exc}", str(self._layout.log_path(name)), log_tail(self._layout.log_path(name), 25)
             ) from None
         self._progress(f"[sandbox] {name} healthy: {probe().detail}")
 
@@ -405,7 +215,7 @@ class LocalBackend:
         self._pid_file(name).unlink(missing_ok=True)
 
     def _pid_file(self, name: str) -> Path:
-        return self._run_dir / f"{name}.json"
+        return self._layout.run_dir / f"{name}.json"
 
     def _pid(self, name: str) -> int | None:
         """The live pid recorded for ``name``, or None (stale records are ignored)."""
@@ -504,14 +314,6 @@ class LocalBackend:
                 proc.kill()
             except psutil.Error:
                 pass
-
-
-def _spark_master_alive(settings: Settings) -> health.Health:
-    try:
-        status = health.spark_master_status(settings, timeout_s=3.0)
-    except (OSError, ValueError) as exc:
-        return health.Health(False, str(exc))
-    return health.Health(status.get("status") == "ALIVE", f"master {status.get('status')}, {len(health.alive_workers(status))} worker(s) alive")
 
 
 def _minio_with_bucket(settings: Settings) -> Callable[[], health.Health]:

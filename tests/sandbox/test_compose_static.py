@@ -239,7 +239,7 @@ def test_named_volumes_hold_kafka_minio_and_checkpoints_on_every_spark_node():
 
 
 def test_compose_workers_clean_up_ended_applications_like_local_ones():
-    from sandbox.local import SPARK_WORKER_OPTS
+    from sandbox.local_services import SPARK_WORKER_OPTS
 
     services = _compose()["services"]
     for name in ("spark-worker-1", "spark-worker-2"):
@@ -247,7 +247,7 @@ def test_compose_workers_clean_up_ended_applications_like_local_ones():
 
 
 def test_compose_master_recovers_its_applications_like_the_local_one():
-    from sandbox.local import spark_master_opts
+    from sandbox.local_services import spark_master_opts
 
     # in the container's own filesystem: it survives a kill and restart, not a `compose down`
     assert _compose()["services"]["spark-master"]["environment"]["SPARK_MASTER_OPTS"] == spark_master_opts("/tmp/spark-recovery")
