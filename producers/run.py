@@ -32,7 +32,7 @@ from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import SITE_TYPES, Site, site_name, topic_for
 from sandbox.settings import KAFKA_BOOTSTRAP
 
-__all__ = ["Progress", "RunConfig", "RunSummary", "Runner", "new_run_id"]
+__all__ = ["RunProgress", "RunConfig", "RunSummary", "Runner", "new_run_id"]
 
 StopReason = Literal["completed", "duration", "stopped", "aborted", "error"]
 
@@ -129,7 +129,7 @@ class RunConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Progress:
+class RunProgress:
     """A snapshot of a running run, for a progress line."""
 
     elapsed_s: float
@@ -245,7 +245,7 @@ class Runner:
         config: RunConfig,
         *,
         transport: Transport | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Callable[[RunProgress], None] | None = None,
         progress_every_s: float = 0.5,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
@@ -487,7 +487,7 @@ class Runner:
         if self._on_progress is None:
             return
         self._on_progress(
-            Progress(
+            RunProgress(
                 elapsed_s=elapsed,
                 rate=(self._sent - last_sent) / dt if dt > 0 else 0.0,
                 mb_per_s=(self._bytes - last_bytes) / dt / 1e6 if dt > 0 else 0.0,
