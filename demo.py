@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         f"  lake (MinIO console) {e.s3_console}/browser/{settings.bucket}  (user {settings.s3_access_key} / {settings.s3_secret_key})\n"
         f"  Spark master UI      {e.spark_master_ui}\n"
         f"  logs                 {settings.state_dir / 'logs'}\n"
-        f"  the workbook         jupyter lab notebooks/   (00 tour to 04 environmental failures, 06 to 10: integrity, data loss, metadata trap, backfill, recovery)\n"
+        f"  the workbook         jupyter lab notebooks/   (00 tour to 10 recovery benchmark: the job, its failures, their repair)\n"
         f"  break things         .venv/bin/python -m sandbox kill spark-worker-1   (then: restart spark-worker-1)\n"
         f"  stop                 make down"
     )
