@@ -7,6 +7,10 @@ The local backend, the Dockerfile and ``docker-compose.yml`` must agree with the
 from __future__ import annotations
 
 PYTHON = "3.11"
+#: The oldest interpreter of that line the project runs on: Debian bookworm's python3.11, which
+#: the images use. scripts/lock.sh resolves the lock for it, so no pin needs a newer patch release
+#: (soupsieve 4.x requires 3.11.5 and broke the image build before).
+PYTHON_FLOOR = "3.11.2"
 #: Checked against the registries reachable here (2026-11-22): `pip index versions pyspark`
 #: lists 4.2.0, and `mvn dependency:get` resolves spark-sql-kafka-0-10_2.13:4.2.0,
 #: spark-token-provider-kafka-0-10_2.13:4.2.0 and hadoop-aws:3.5.0.
