@@ -31,6 +31,7 @@ from typing import Any
 
 from job.config import JobConfig
 from job.errors import JobError
+from job.progress import offset_total, reached
 
 __all__ = [
     "BacklogError", "Batch", "CatchUp", "HighWatermarks", "batch_memory", "batches", "catch_up_time_s", "forecast",
@@ -76,15 +77,6 @@ def _epoch(timestamp: str) -> float:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
-def _reached(progress: Mapping[str, Any]) -> int:
-    total = 0
-    for source in progress.get("sources") or []:
-        end = source.get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        total += sum(int(o) for parts in (end or {}).values() for o in parts.values())
-    return total
-
-
 def batches(progress: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tuple[float, int]] = ()) -> list[Batch]:
     """One :class:`Batch` per progress event (a query's ``recentProgress``), in batch order.
     ``high_watermarks`` are ``(epoch s, total end offsets)`` samples; a batch's lag is the
@@ -94,7 +86,7 @@ def batches(progress: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tup
         start = _epoch(p["timestamp"])
         end = start + (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000
         state = (p.get("stateOperators") or [{}])[0]
-        committed = _reached(p)
+        committed = offset_total(reached(p))
         seen = [hw for t, hw in high_watermarks if t <= end]
         out.append(Batch(batch_id=int(p["batchId"]), start=start, end=end, input_rows=int(p.get("numInputRows") or 0),
                          state_rows=int(state.get("numRowsTotal") or 0), state_bytes=int(state.get("memoryUsedBytes") or 0),

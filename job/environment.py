@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from job.errors import JobError
+from job.progress import offset_total
 
 __all__ = [
     "FAULTS",
@@ -223,8 +224,7 @@ def timeline(events: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tupl
         i = int(float(e["at"]) - start)
         if 0 <= i < n:
             per_second[i] += int(e.get("input_rows") or 0)
-        total = sum(int(o) for parts in (e.get("end_offsets") or {}).values() for o in parts.values())
-        committed.append((float(e["at"]), total))
+        committed.append((float(e["at"]), offset_total(e.get("end_offsets") or {})))
     committed.sort()
     smoothed = [sum(per_second[max(0, i - smooth_s + 1) : i + 1]) / min(smooth_s, i + 1) for i in range(n)]
     lag: list[float | None] = [None] * n
@@ -500,11 +500,11 @@ def run_faults(
         runner.stop()
         producing.join(120)
         targets = source_end_offsets(bootstrap, topic_prefix)
-        goal = sum(o for parts in targets.values() for o in parts.values())
+        goal = offset_total(targets)
 
         def drained() -> bool:
             done = [e for e in sessions_only(_read_jsonl(files["events"])) if _is_batch(e)]
-            return bool(done) and sum(int(o) for parts in done[-1]["end_offsets"].values() for o in parts.values()) >= goal
+            return bool(done) and offset_total(done[-1]["end_offsets"]) >= goal
 
         _wait(drained, timeout_s=300, what="the job to drain", abort=lambda: None if job.alive else f"the job exited: {job.tail()}")
         end = time.time()

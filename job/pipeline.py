@@ -24,6 +24,7 @@ import pandas as pd
 
 from job import lake
 from job.config import JobConfig
+from job.progress import offset_total, reached, records_between
 
 _SESSION_KEY = "session_key"
 
@@ -351,17 +352,7 @@ def rows_read(query) -> int:
 
 def records_left(query, targets: dict[str, dict[str, int]]) -> int:
     """Records between the query's last committed batch and the target offsets."""
-    reached: dict[str, dict[str, int]] = {}
-    for source in (query.lastProgress or {}).get("sources", []):
-        end = source.get("endOffset")
-        if isinstance(end, str):
-            import json
-
-            end = json.loads(end)
-        for topic, parts in (end or {}).items():
-            for p, off in parts.items():
-                reached.setdefault(topic, {})[str(p)] = int(off)
-    return sum(max(0, off - reached.get(topic, {}).get(p, 0)) for topic, parts in targets.items() for p, off in parts.items())
+    return records_between(reached(query.lastProgress), targets)
 
 
 def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float = 300.0, progress=print) -> None:
@@ -376,7 +367,7 @@ def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float 
     from sandbox.progress import Ticker
 
     targets = source_end_offsets(bootstrap, topic_prefix)
-    total = sum(sum(p.values()) for p in targets.values())
+    total = offset_total(targets)
     progress(f"[job] draining {total} records from {len(targets)} topic(s)")
     deadline = time.monotonic() + timeout_s
     ticker = Ticker(progress)

@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from job.config import JobConfig
+from job.progress import reached, records_between, started
 
 __all__ = ["TrapRun", "reproduce_metadata_trap", "sink_log_batches"]
 
@@ -67,21 +68,10 @@ def _commits(cfg: JobConfig) -> int:
     return len([f for f in folder.glob("[0-9]*") if f.name.isdigit()]) if folder.exists() else 0
 
 
-def _offsets(value) -> dict[str, dict[str, int]]:
-    import json
-
-    value = json.loads(value) if isinstance(value, str) else value
-    return value or {}
-
-
 def _batch_records(progress: dict) -> int:
     """Kafka records a batch covered, from its offset range: a batch the sink skips is never
     executed, so its ``numInputRows`` is 0 although the checkpoint moves past its records."""
-    total = 0
-    for source in progress.get("sources", []):
-        start, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
-        total += sum(int(o) - int(start.get(t, {}).get(p, 0)) for t, parts in end.items() for p, o in parts.items())
-    return total
+    return records_between(started(progress), reached(progress))
 
 
 def _progress_frame(query, run: str, log_latest: int) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from job.progress import reached
 from job.watch.rules import BatchCompleted, Event, LagSample, QueryStarted, QueryTerminated, Tick
 
 __all__ = ["EventListener", "EventLog", "batch_from_progress", "event_from_dict", "event_to_dict"]
@@ -41,33 +42,12 @@ def event_from_dict(record: dict[str, Any]) -> Event:
     return kind(**fields)
 
 
-def _offsets(value: Any) -> dict[str, dict[str, int]]:
-    """A source's endOffset (a JSON string or a dict) as {topic: {partition: offset}}; a
-    source whose offsets are not Kafka-shaped gives {}."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    if not isinstance(value, dict):
-        return {}
-    out: dict[str, dict[str, int]] = {}
-    for topic, parts in value.items():
-        if isinstance(parts, dict) and all(isinstance(v, int) for v in parts.values()):
-            out[str(topic)] = {str(p): int(o) for p, o in parts.items()}
-    return out
-
-
 def batch_from_progress(progress: dict[str, Any], *, at: float, query: str | None = None) -> BatchCompleted:
     """A :class:`BatchCompleted` from a query progress (its JSON as a dict): the end offsets
-    of every Kafka source merged (a query reads one pattern, so topics do not collide)."""
-    ends: dict[str, dict[str, int]] = {}
-    for source in progress.get("sources") or []:
-        for topic, parts in _offsets(source.get("endOffset")).items():
-            ends.setdefault(topic, {}).update(parts)
+    of every Kafka source merged (:func:`job.progress.reached`)."""
     return BatchCompleted(
         query=query or progress.get("name") or str(progress.get("id")), at=at, batch_id=int(progress["batchId"]),
-        input_rows=int(progress.get("numInputRows") or 0), end_offsets=ends,
+        input_rows=int(progress.get("numInputRows") or 0), end_offsets=reached(progress),
     )  # fmt: skip
 
 
