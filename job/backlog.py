@@ -107,37 +107,59 @@ def forecast(run: CatchUp, *, first: int = 3) -> float:
 
 
 class HighWatermarks:
-    """Samples the total end offset of every topic with a prefix, every ``interval_s``, in a
-    daemon thread: ``with HighWatermarks(...) as hw: ...`` then ``hw.samples``."""
+    """Samples the total end offset of every topic with a prefix (the records in them, for
+    topics that start at 0), every ``interval_s``, in a daemon thread, into ``samples``:
+    ``(epoch s, total)``. ``with HighWatermarks(...) as hw: ...`` then ``hw.samples``, or
+    :meth:`start` and :meth:`stop` when the sampling starts and ends in different places.
 
-    def __init__(self, bootstrap: str, topic_prefix: str, *, interval_s: float = 0.5) -> None:
+    ``timeout_s`` bounds each read. A read that fails (the broker is down) is skipped, so
+    every total is an int (what :func:`batches` needs); with ``gaps``, it is recorded as
+    ``(t, None)`` instead, stamped when it was asked, so a plot shows the outage as a gap.
+    A total is stamped when it was read.
+    """
+
+    def __init__(self, bootstrap: str, topic_prefix: str, *, interval_s: float = 0.5, timeout_s: float = 5.0,
+                 gaps: bool = False) -> None:  # fmt: skip
         self.bootstrap, self.topic_prefix, self.interval_s = bootstrap, topic_prefix, interval_s
-        self.samples: list[tuple[float, int]] = []
+        self.timeout_s, self.gaps = timeout_s, gaps
+        self.samples: list[tuple[float, int | None]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="high-watermarks", daemon=True)
 
     def sample(self) -> int:
+        """Read the total now, record it and return it; raises when Kafka does not answer."""
         from job.baseline import end_offsets
 
-        total = sum(end_offsets(self.bootstrap, self.topic_prefix, timeout_s=5.0).values())
+        total = sum(end_offsets(self.bootstrap, self.topic_prefix, timeout_s=self.timeout_s).values())
         self.samples.append((time.time(), total))
         return total
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            asked = time.time()
             try:
                 self.sample()
-            except Exception:  # noqa: BLE001 - a missed sample leaves a gap in a plot, nothing else
-                pass
+            except Exception:  # noqa: BLE001 - a missed sample is a gap in a plot, not a crash
+                if self.gaps:
+                    self.samples.append((asked, None))
             self._stop.wait(self.interval_s)
 
-    def __enter__(self) -> HighWatermarks:
+    def start(self) -> HighWatermarks:
+        """Start sampling (once)."""
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """Stop sampling and wait for a read in flight; harmless if it never started."""
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(self.timeout_s + 5)
+
+    def __enter__(self) -> HighWatermarks:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _get(url: str) -> Any:
@@ -240,7 +262,7 @@ def run_catch_up(spark, cfg: JobConfig, *, bootstrap: str, label: str, input_run
         finally:
             for q in queries:
                 q.stop()
-    samples = list(hw.samples)
+    samples = [(t, total) for t, total in hw.samples if total is not None]  # no gaps: a failed read was skipped
     arrived = [(t, v) for t, v in samples if started <= t <= input_until]
     span = arrived[-1][0] - arrived[0][0] if len(arrived) > 1 else 0.0
     rate = (arrived[-1][1] - arrived[0][1]) / span if span > 0 else 0.0

@@ -417,6 +417,7 @@ def run_faults(
     Leaves every service running and healthy. Raises :class:`EnvironmentFaultError` when
     the job does not start or does not drain.
     """
+    from job.backlog import HighWatermarks
     from job.pipeline import source_end_offsets
     from job.watch import JsonLinesChannel, Thresholds, follow_log, kafka_high_watermarks
     from producers.run import RunConfig, Runner
@@ -443,18 +444,8 @@ def run_faults(
                       "--max-offsets-per-trigger", "5000", "--conf", "spark.sql.shuffle.partitions=4"],
                      log=files["job_log"], env=env)  # fmt: skip
 
-    highs: list[tuple[float, int | None]] = []
-    sampling = threading.Event()
-
-    def sample() -> None:
-        while not sampling.is_set():
-            at = time.time()
-            try:
-                total: int | None = sum(o for parts in source_end_offsets(bootstrap, topic_prefix, timeout_s=2.0).values() for o in parts.values())
-            except Exception:  # noqa: BLE001 -- a dead broker is a gap in the series, not a crash
-                total = None
-            highs.append((at, total))
-            sampling.wait(1.0)
+    # a dead broker is a gap in the series (None), not a crash: chapter 04's plot shows it
+    highs = HighWatermarks(bootstrap, topic_prefix, interval_s=1.0, timeout_s=2.0, gaps=True)
 
     def productive() -> bool:
         return any(_is_batch(e) and e.get("input_rows") for e in sessions_only(_read_jsonl(files["events"])))
@@ -467,7 +458,7 @@ def run_faults(
         say(f"job started (log {files['job_log']})")
         _wait(productive, timeout_s=300, what="the job's first batch with input",
               abort=lambda: None if job.alive else f"the job exited ({job.returncode}): {job.tail()}")  # fmt: skip
-        threading.Thread(target=sample, name="watermarks", daemon=True).start()
+        highs.start()
         dog_thread = threading.Thread(
             target=lambda: dog_box.setdefault("dog", follow_log(
                 files["events"], until=watching.is_set, channels=[JsonLinesChannel(files["alerts"])],
@@ -512,7 +503,7 @@ def run_faults(
         runner.stop()
         job.stop()
         watching.set()
-        sampling.set()
+        highs.stop()
         for service in sandbox.status():  # whatever happened, leave the sandbox whole
             if str(service.state) == "paused":
                 sandbox.resume(service.name)
@@ -529,7 +520,7 @@ def run_faults(
     alerts = sessions_only(_read_jsonl(files["alerts"]))
     horizons = [f.injected_at for f in faults[1:]] + [end]
     outcomes = [outcome(f, events, horizon=h, alerts=alerts) for f, h in zip(faults, horizons)]
-    return FaultRun(start=start, end=end, faults=faults, outcomes=outcomes, events=events, alerts=alerts, high_watermarks=highs,
+    return FaultRun(start=start, end=end, faults=faults, outcomes=outcomes, events=events, alerts=alerts, high_watermarks=highs.samples,
                     verdict=report, job_starts=job.starts, ledger=str(files["ledger"]), output=output, files=files)  # fmt: skip
 
 

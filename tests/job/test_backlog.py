@@ -1,14 +1,16 @@
 """The pure parts of job.backlog: the catch-up arithmetic, batches from a query's progress,
-and what a run's batches say (caught up, full, forecast). No services."""
+and what a run's batches say (caught up, full, forecast); the high-watermark sampler with
+Kafka stubbed out. No services."""
 
 from __future__ import annotations
 
 import math
+import threading
 from datetime import datetime, timezone
 
 import pytest
 
-from job.backlog import BacklogError, Batch, CatchUp, batches, catch_up_time_s, forecast
+from job.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast
 
 
 def test_catch_up_time_is_the_backlog_over_the_throughput_left_after_the_input():
@@ -87,3 +89,56 @@ def test_the_forecast_uses_the_first_full_batches_after_the_querys_first():
 def test_a_forecast_without_enough_full_batches_says_how_many_it_had():
     with pytest.raises(BacklogError, match="only 1 full batches of 1000 rows; a forecast needs 3"):
         forecast(_run([_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 32, 1000, 0), _batch(2, 32, 33, 10, 0)]))
+
+
+class _Kafka:
+    """Stands in for job.baseline.end_offsets: answers with ``ends`` or raises when down,
+    and says (``asked``) once the sampler asked it ``n`` times."""
+
+    def __init__(self, ends=None, *, n=2):
+        self.ends, self.n, self.calls, self.timeouts = ends, n, 0, []
+        self.asked = threading.Event()
+
+    def __call__(self, bootstrap, topic_prefix, *, timeout_s):
+        self.calls += 1
+        self.timeouts.append(timeout_s)
+        if self.calls >= self.n:
+            self.asked.set()
+        if self.ends is None:
+            raise RuntimeError("broker down")
+        return self.ends
+
+
+@pytest.mark.parametrize("gaps", [True, False])
+def test_a_failed_high_watermark_read_is_a_gap_only_when_gaps_are_asked_for(monkeypatch, gaps):
+    import job.baseline
+
+    kafka = _Kafka()
+    monkeypatch.setattr(job.baseline, "end_offsets", kafka)
+    hw = HighWatermarks("b:9092", "t-", interval_s=0.01, timeout_s=2.0, gaps=gaps)
+    hw.start()
+    try:
+        assert kafka.asked.wait(10), "the sampler never asked Kafka twice"
+    finally:
+        hw.stop()
+    assert kafka.calls >= 2 and set(kafka.timeouts) == {2.0}
+    if gaps:
+        assert len(hw.samples) == kafka.calls and all(total is None for _, total in hw.samples)
+        assert [t for t, _ in hw.samples] == sorted(t for t, _ in hw.samples)
+    else:
+        assert hw.samples == []  # skipped: batches() needs every total to be an int
+
+
+def test_high_watermarks_sum_every_partition_and_stop_is_harmless_before_start(monkeypatch):
+    import job.baseline
+
+    ends = {("t-a", 0): 5, ("t-a", 1): 7, ("t-b", 0): 1}
+    monkeypatch.setattr(job.baseline, "end_offsets", _Kafka(ends))
+    hw = HighWatermarks("b:9092", "t-", gaps=True)
+    hw.stop()  # never started: nothing to wait for
+    assert hw.sample() == 13 and [total for _, total in hw.samples] == [13]
+    kafka = _Kafka(ends, n=2)
+    monkeypatch.setattr(job.baseline, "end_offsets", kafka)
+    with HighWatermarks("b:9092", "t-", interval_s=0.01) as running:
+        assert kafka.asked.wait(10), "the sampler never asked Kafka twice"
+    assert len(running.samples) == kafka.calls and {total for _, total in running.samples} == {13}
