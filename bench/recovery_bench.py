@@ -71,6 +71,7 @@ from bench.job_bench import (  # noqa: E402
     sink_visibility,
 )
 from job.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
+from job.query_progress import reached  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("job", "baseline")
@@ -382,10 +383,8 @@ def job_worker(args) -> int:
                 continue
             seen.add(p["batchId"])
             started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
-            end = (p["sources"] or [{}])[0].get("endOffset")
-            end = json.loads(end) if isinstance(end, str) else end
             _append(events, {"ms": int(started + p["durationMs"].get("triggerExecution", 0)), "batch": p["batchId"],
-                             "rows": int(p["numInputRows"]), "offsets": end or {}})  # fmt: skip
+                             "rows": int(p["numInputRows"]), "offsets": reached(p)})  # fmt: skip
 
     while (request := _stop_request(stop)) is None:
         if queries[0].exception() is not None:

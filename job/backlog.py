@@ -31,7 +31,7 @@ from typing import Any
 
 from job.config import JobConfig
 from job.errors import JobError
-from job.progress import offset_total, reached
+from job.query_progress import offset_total, reached
 
 __all__ = [
     "BacklogError", "Batch", "CatchUp", "HighWatermarks", "batch_memory", "batches", "catch_up_time_s", "forecast",

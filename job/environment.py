@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from job.errors import JobError
-from job.progress import offset_total
+from job.query_progress import offset_total
 
 __all__ = [
     "FAULTS",

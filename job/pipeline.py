@@ -24,7 +24,7 @@ import pandas as pd
 
 from job import lake
 from job.config import JobConfig
-from job.progress import offset_total, reached, records_between
+from job.query_progress import offset_total, reached, records_between
 
 _SESSION_KEY = "session_key"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from job.config import JobConfig
-from job.progress import reached, records_between, started
+from job.query_progress import reached, records_between, started
 
 __all__ = ["TrapRun", "reproduce_metadata_trap", "sink_log_batches"]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from job.progress import reached
+from job.query_progress import reached
 from job.watch.rules import BatchCompleted, Event, LagSample, QueryStarted, QueryTerminated, Tick
 
 __all__ = ["EventListener", "EventLog", "batch_from_progress", "event_from_dict", "event_to_dict"]
@@ -44,7 +44,7 @@ def event_from_dict(record: dict[str, Any]) -> Event:
 
 def batch_from_progress(progress: dict[str, Any], *, at: float, query: str | None = None) -> BatchCompleted:
     """A :class:`BatchCompleted` from a query progress (its JSON as a dict): the end offsets
-    of every Kafka source merged (:func:`job.progress.reached`)."""
+    of every Kafka source merged (:func:`job.query_progress.reached`)."""
     return BatchCompleted(
         query=query or progress.get("name") or str(progress.get("id")), at=at, batch_id=int(progress["batchId"]),
         input_rows=int(progress.get("numInputRows") or 0), end_offsets=reached(progress),
