@@ -363,6 +363,7 @@ class ComposeBackend:
     def resume(self, service: str) -> None:
         if self._require_running(service, "resume") is ServiceState.PAUSED:
             self._compose("unpause", service)
+            self._wait_docker_health(service)
 
     def restart(self, service: str) -> None:
         self._known(service)
@@ -435,6 +436,17 @@ class ComposeBackend:
         if service == "jupyter":
             return lambda: _check_jupyter(self.settings)
         return service_probe(self.settings, service)
+
+    def _wait_docker_health(self, service: str) -> None:
+        """Until Docker's own healthcheck passes again. A paused container's checks fail (its
+        processes are frozen), so right after ``unpause`` Docker still reports it unhealthy
+        until the next check: ``status`` would show that stale verdict."""
+        try:
+            health.wait_for(lambda: self._state_of(service) is ServiceState.RUNNING, timeout_s=self.settings.start_timeout_s,
+                            what=f"{service}'s Docker healthcheck after unpause", progress=self._progress)  # fmt: skip
+        except TimeoutError as exc:
+            raise ServiceStartError(service, f"was unpaused but does not pass its healthcheck: {exc}",
+                                    self._logs_hint(service), self._safe_logs(service)) from None  # fmt: skip
 
     def _wait_healthy(self, service: str) -> None:
         """The shared real-work check for ``service``, from this machine, until it passes."""

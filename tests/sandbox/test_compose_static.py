@@ -386,6 +386,7 @@ class FakeDocker:
         self.envs: list[dict[str, str]] = []
         self.ps = ps or []
         self.fail: dict[str, tuple[int, str]] = {}  # compose sub-command -> (rc, output)
+        self.stale_reads: dict[str, int] = {}  # service -> ps reads still showing "unhealthy"
 
     def _sub(self, argv: list[str]) -> str:
         if argv[:2] != ["docker", "compose"]:
@@ -406,7 +407,18 @@ class FakeDocker:
         if sub in self.fail:
             rc, out = self.fail[sub]
             return subprocess.CompletedProcess(argv, rc, "", out)
+        if sub == "unpause":
+            # Docker's verdict stays "unhealthy" until the next check after an unpause
+            for record in self.ps:
+                if record["Service"] == argv[-1]:
+                    record.update(State="running", Health="unhealthy", Status="Up (unhealthy)")
+                    self.stale_reads[argv[-1]] = 1
         if sub == "ps":
+            for record in self.ps:
+                if record["Service"] in self.stale_reads:
+                    if self.stale_reads[record["Service"]] <= 0:
+                        record.update(Health="healthy", Status="Up (healthy)")
+                    self.stale_reads[record["Service"]] -= 1
             return subprocess.CompletedProcess(argv, 0, "\n".join(json.dumps(r) for r in self.ps), "")
         if sub == "version":
             return subprocess.CompletedProcess(argv, 0, "Docker Compose version v2.40.3\n", "")
@@ -496,6 +508,14 @@ def test_fault_actions_run_the_matching_compose_command(backend, fake_docker, ac
     assert fake_docker.compose_calls() == [expected]
 
 
+def test_resume_returns_once_dockers_healthcheck_passes_again(backend, fake_docker):
+    fake_docker.ps = _record(kafka="paused", health_="healthy")
+    backend.resume("kafka")
+    after = fake_docker.calls[[c[-1:] for c in fake_docker.calls].index(["kafka"]):]
+    assert sum(1 for argv in after if "ps" in argv) >= 2  # it read the stale "unhealthy", then waited
+    assert [s.state for s in backend.status() if s.name == "kafka"] == [ServiceState.RUNNING]
+
+
 def test_resume_of_a_running_service_does_nothing(backend, fake_docker):
     fake_docker.ps = _record()
     backend.resume("kafka")
@@ -518,6 +538,7 @@ def test_unknown_service_lists_the_known_ones(backend):
 def test_down_keeps_volumes_and_reset_deletes_them(backend, fake_docker):
     fake_docker.ps = _record(minio="paused")
     backend.down()
+    fake_docker.ps = _record(minio="paused")  # the fake unpaused it; both must unpause first
     backend.reset()
     assert fake_docker.compose_calls() == [
         ["unpause", "minio"], ["down", "--remove-orphans"],
