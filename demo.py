@@ -23,6 +23,10 @@ from sandbox.smoke import kafka_round_trip, s3_round_trip
 DEMO_FAULTS = ("drop:0.01", "duplicate:0.01", "corrupt:0.005", "reorder:0.01:k=3")
 
 
+WORKBOOK = "(00 tour to 10 recovery benchmark: the job, its failures, their repair)"
+BREAK_THINGS = "break things         .venv/bin/python -m sandbox kill spark-worker-1   (then: restart spark-worker-1)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when the lake verifies, 1 when it does not or a step failed, 2 when
     the sandbox or its services cannot be used. Every failure is one paragraph on stderr."""
@@ -39,7 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         if settings.backend == "compose" and not settings.attached:
             return _demo_in_compose(settings, argv)
         sb = open_sandbox(settings, progress=_sandbox_line)
-        print(f"== 1. starting the {settings.backend} sandbox (state: {settings.state_dir}, logs in logs/)", flush=True)
+        if settings.attached:
+            print("== 1. the compose stack, seen from inside the jupyter container", flush=True)
+        else:
+            print(f"== 1. starting the {settings.backend} sandbox (state: {settings.state_dir}, logs in logs/)", flush=True)
         sb.up()
         print(f"   kafka: {kafka_round_trip(settings, messages=20)}; minio: {s3_round_trip(settings)}")
         verdict = _pipeline(settings, args)
@@ -59,12 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n== where to look next ({time.monotonic() - started:.0f}s in all)\n"
         f"  lake (MinIO console) {e.s3_console}/browser/{settings.bucket}  (user {settings.s3_access_key} / {settings.s3_secret_key})\n"
-        f"  Spark master UI      {e.spark_master_ui}\n"
-        f"  logs                 {settings.state_dir / 'logs'}\n"
-        f"  the workbook         jupyter lab notebooks/   (00 tour to 10 recovery benchmark: the job, its failures, their repair)\n"
-        f"  break things         .venv/bin/python -m sandbox kill spark-worker-1   (then: restart spark-worker-1)\n"
-        f"  stop                 make down"
+        f"  Spark master UI      {e.spark_master_ui}"
     )
+    if not settings.attached:  # inside the jupyter container, the host's side prints the rest (_demo_in_compose)
+        print(
+            f"  logs                 {settings.state_dir / 'logs'}\n"
+            f"  the workbook         jupyter lab notebooks/   {WORKBOOK}\n"
+            f"  {BREAK_THINGS}\n"
+            f"  stop                 make down"
+        )
     return 0 if verdict else 1
 
 
@@ -133,7 +143,8 @@ def _demo_in_compose(settings: Settings, argv: list[str] | None) -> int:
     rc = sb.run_in("jupyter", ["python", "/opt/osl/demo.py", *(sys.argv[1:] if argv is None else argv)]).returncode
     e = settings.endpoints()
     print(
-        f"\n  JupyterLab           {e.jupyter}/lab?token=sandbox   (the workbook, attached to this stack)\n"
+        f"  the workbook         {e.jupyter}/lab?token=sandbox   {WORKBOOK}; attached to this stack\n"
+        f"  {BREAK_THINGS}\n"
         f"  logs                 docker compose -p {sb.project_name} logs SERVICE\n"
         f"  stop                 make down   (data kept in named volumes; `python -m sandbox reset --yes` deletes it)"
     )

@@ -222,12 +222,14 @@ class ComposeBackend:
 
         threading.Thread(target=beat, daemon=True).start()
         tail: list[str] = []
+        seen: set[str] = set()  # compose repeats "Container X Healthy" for every service that waits on X
         assert proc.stdout is not None
         try:
             for line in proc.stdout:
                 tail = (tail + [line.rstrip()])[-60:]
                 shown = _progress_line(line)
-                if shown:
+                if shown and shown not in seen:
+                    seen.add(shown)
                     self._progress(f"[compose]   {shown}")
             rc = proc.wait()
         finally:
@@ -569,11 +571,12 @@ def _check_jupyter(settings: Settings, *, timeout_s: float = 3.0) -> health.Heal
 
 
 def _progress_line(line: str) -> str | None:
-    """The lines of compose/BuildKit output worth showing: build steps, container events, errors."""
+    """The lines of compose/BuildKit output worth showing: build steps, containers ready or failed, errors."""
     line = line.rstrip()
     if re.match(r"#\d+ \[[\w-]+ +\d+/\d+\] ", line):  # a build step starts
         return re.sub(r"^#\d+ ", "", line)[:160]
-    if re.search(r"\b(Container|Network|Volume|Image) \S+ +(Created|Started|Healthy|Built|Waiting|Exited|Error)", line):
+    # one line per container when it is ready or fails; Created/Started/Waiting would be three more each
+    if re.search(r"\b(Container|Image) \S+ +(Healthy|Built|Exited|Error)", line):
         return line.strip()
     if re.search(r"\b(ERROR|error|failed)\b", line):
         return line.strip()[:300]
