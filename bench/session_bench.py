@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from job import session as sm  # noqa: E402
-from producers.contract import Kind, encode  # noqa: E402
+from producers.contract import encode  # noqa: E402
 from producers.sessions import Session, SessionPlan, session_id  # noqa: E402
 from producers.sites import SITE_TYPES, Site, site_name  # noqa: E402
 
