@@ -221,17 +221,29 @@ def _prepare_kafka(settings: Settings, layout: Layout, arts: dict[str, object], 
     )
     if (logs / "meta.properties").exists():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = kafka_cluster_id()
     spec = service_spec(settings, layout, "kafka", arts)
     classpath = spec.argv[spec.argv.index("-cp") + 1]
     progress(f"[sandbox] formatting Kafka storage in {logs} (cluster id {cluster_id})")
     proc = subprocess.run(
         [spec.argv[0], f"-Dlog4j2.configurationFile={layout.config_dir / 'kafka-log4j2.properties'}",
-         "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+         "-cp", classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
         capture_output=True, text=True,
     )  # fmt: skip
     if proc.returncode != 0:
         raise ServiceStartError("kafka", "storage format failed", str(props), (proc.stdout + proc.stderr)[-3000:])
+
+
+def kafka_cluster_id(new_uuid=uuid.uuid4) -> str:
+    """A KRaft cluster id as Kafka's own ``Uuid.randomUuid`` makes one: URL-safe base64 of a
+    random UUID, drawn again while it starts with ``-`` (1 time in 64), which a command line
+    would read as an option (``kafka-storage format -t -HKW...`` fails with "expected one
+    argument"). The caller also passes it as ``--cluster-id=<id>``, which no leading
+    character can split."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(new_uuid().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _spark_master_alive(settings: Settings) -> health.Health:
