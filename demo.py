@@ -83,7 +83,7 @@ def explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | 
     None for a bug (which should show its traceback)."""
     from confluent_kafka import KafkaException
 
-    from job.errors import JobError, query_error
+    from job.engine.errors import JobError, query_error
     from producers.errors import ProducerError
 
     logs = f"{settings.state_dir / 'logs'}" if settings else "the sandbox's logs folder"
@@ -103,8 +103,8 @@ def explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | 
         return f"MinIO at {where}: {exc}; {check}", 2
     if isinstance(exc, TimeoutError):
         return f"{exc}; the machine may be overloaded or a service stuck: {check}", 1
-    from pyspark.errors import PySparkException
     from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
 
     if isinstance(exc, (PySparkException, Py4JError)):
         from sandbox.spark import driver_log
@@ -152,9 +152,10 @@ def _demo_in_compose(settings: Settings, argv: list[str] | None) -> int:
 
 
 def _pipeline(settings: Settings, args) -> bool:
-    from job import interrupts, pipeline
-    from job.config import job_config
-    from job.verify_spark import verify_lake
+    from job.engine import interrupts
+    from job.spark import pipeline
+    from job.spark.config import job_config
+    from job.verify.lake_check import verify_lake
     from producers.errors import ProducerError
     from producers.faults import parse_fault
     from producers.ledger import S3Target

@@ -49,7 +49,7 @@ os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
 os.environ.setdefault("OSL_PORT_OFFSET", "20000")
 os.environ.setdefault("OSL_BACKEND", "local")
 
-from job.config import OPERATORS  # noqa: E402  (after the sandbox variables above)
+from job.spark.config import OPERATORS  # noqa: E402  (after the sandbox variables above)
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -128,7 +128,7 @@ def ledger_ok(ledger: str) -> pd.DataFrame:
 
 def run_baseline_backlog(settings, prefix: str, ledger: str) -> Throughput:
     from job.baseline import BaselineConfig, end_offsets, run_baseline
-    from job.verify import check
+    from job.verify.verifier import check
     from producers.ledger import read_ledger
 
     bootstrap = settings.endpoints().kafka_bootstrap
@@ -143,7 +143,7 @@ def _verdict(report) -> str:
 
 
 def job_config(settings, name: str, prefix: str, **overrides):
-    from job.config import job_config as sandbox_job_config
+    from job.spark.config import job_config as sandbox_job_config
 
     return sandbox_job_config(
         settings, output=f"s3a://{settings.bucket}/bench/{name}", checkpoint=settings.checkpoint_root / "bench" / name,
@@ -153,8 +153,8 @@ def job_config(settings, name: str, prefix: str, **overrides):
 
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int, tag: str,
                     verify: bool = True) -> Throughput:  # fmt: skip
-    from job import pipeline
-    from job.verify_spark import verify_lake
+    from job.spark import pipeline
+    from job.verify.lake_check import verify_lake
 
     cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
                      max_offsets_per_trigger=max_offsets)  # fmt: skip
@@ -178,7 +178,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
 
 def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, seed: int, rate: float, duration: float,
                  trigger: str, tag: str) -> Latency:  # fmt: skip
-    from job import pipeline
+    from job.spark import pipeline
 
     cfg = job_config(settings, f"{tag}-live-{operator}", prefix, trigger=trigger, operator=operator)
     bootstrap = settings.endpoints().kafka_bootstrap

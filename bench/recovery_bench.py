@@ -18,7 +18,7 @@ seed). Per second it records, for each system:
                    second (a restarted baseline's first read counts: see lag_table);
                    ``lag`` is the sum
 
-and hands the series to the detector (:func:`job.recovery.detect`): recovery time per
+and hands the series to the detector (:func:`job.drills.recovery.detect`): recovery time per
 failure for throughput and p90 latency, the lag peak, and whether the run was stable.
 
 The job runs in a supervised subprocess (so ``--target driver`` kills a real driver,
@@ -27,7 +27,7 @@ checkpoint, so a restarted baseline reads every topic again from the earliest of
 For the baseline, a Spark target (``spark-worker-N``, ``driver``) means its one process;
 ``kafka`` means the broker for both. The two systems run one after the other on fresh
 topics with the same seed and the same schedule. After each run the outputs are
-verified against the ledger (the job's lake with job/verify.py through Spark).
+verified against the ledger (the job's lake with job/verify/verifier.py through Spark).
 
     .venv/bin/python bench/recovery_bench.py          # 5 kills of spark-worker-1, 60 s apart: ~20 min
     .venv/bin/python bench/recovery_bench.py --failures 2 --interval 30 --warmup 40 --rate 100   # a quick look
@@ -70,8 +70,8 @@ from bench.job_bench import (  # noqa: E402
     say,
     sink_visibility,
 )
-from job.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
-from job.query_progress import reached  # noqa: E402
+from job.drills.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
+from job.spark.query_progress import reached  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("job", "baseline")
@@ -294,7 +294,7 @@ class WatermarkSampler(threading.Thread):
         self._halt = threading.Event()  # not _stop: threading.Thread has a method of that name
 
     def run(self) -> None:
-        from job.baseline import end_offsets
+        from producers.kafka import end_offsets
 
         while not self._halt.is_set():
             started = time.monotonic()
@@ -353,8 +353,8 @@ def job_worker(args) -> int:
     """The job in its own process: starts (or resumes from its checkpoint), logs every
     committed batch to ``--events``, and once ``--stop`` names the ledger, drains, verifies
     the lake and writes the verdict to ``--verdict``."""
-    from job import pipeline
-    from job.verify_spark import verify_lake
+    from job.spark import pipeline
+    from job.verify.lake_check import verify_lake
     from sandbox import Settings
     from sandbox.spark import spark_session
 
@@ -406,7 +406,7 @@ def baseline_worker(args) -> int:
     checkpoint), logs every batch and when its records became visible; after ``--idle``
     seconds without a record once ``--stop`` names the ledger, verifies its outputs."""
     from job.baseline import BaselineConfig, run_baseline
-    from job.verify import check
+    from job.verify.verifier import check
     from producers.ledger import read_ledger
     from sandbox import Settings
 
@@ -660,7 +660,7 @@ def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: d
 def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: str = "1 second", seed: int = 21,
           detector: DetectorConfig | None = None, idle_s: float | None = None, out: Path = RESULTS) -> dict:  # fmt: skip
     """Run the schedule on each system, write the tables, plots and summary; return the summary
-    (with ``reports``: the detector's :class:`~job.recovery.RecoveryReport` per system and
+    (with ``reports``: the detector's :class:`~job.drills.recovery.RecoveryReport` per system and
     ``tables``: the per-second tables)."""
     from producers.run import new_run_id
     from sandbox import Settings, open_sandbox

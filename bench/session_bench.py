@@ -1,4 +1,4 @@
-"""Session core micro-benchmark: ``job.session.step`` next to a naive JSON loop, in one run.
+"""Session core micro-benchmark: ``job.engine.session.step`` next to a naive JSON loop, in one run.
 
 The input is one session of one site, made by the producers' own code (``Session`` over a
 ``Site`` of ``--rows`` rows, a snapshot every ``--snapshot-every`` messages, the default
@@ -12,8 +12,8 @@ Two readers consume the same records in the same process, interleaved ``--repeat
          outside the process. The baseline of the ratio.
   core   the job's per-session work as the Spark operators do it: the records cut into
          batches of ``--batch`` records; for each batch the stored state is loaded, fed to
-         ``job.session.step`` (policy ``resync``) with the batch, and the new state stored
-         again, in the same stored form the operators keep (``job.pipeline``'s choice).
+         ``job.engine.session.step`` (policy ``resync``) with the batch, and the new state stored
+         again, in the same stored form the operators keep (``job.spark.pipeline``'s choice).
 
   map    the same, with the state shaped as a map (a small header value plus one entry per
          row, as a ``MapState`` would keep it): only the rows a batch touched are written
@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from job import session as sm  # noqa: E402
+from job.engine import session as sm  # noqa: E402
 from producers.contract import encode  # noqa: E402
 from producers.sessions import Session, SessionPlan, session_id  # noqa: E402
 from producers.sites import SITE_TYPES, Site, site_name  # noqa: E402
@@ -131,7 +131,7 @@ def core_map(records: list[sm.Record], batch: int) -> tuple[sm.SessionState, flo
         batches += 1
         calls += 1  # get the header
         if header is not None:
-            # The machine takes the table as the row texts it keeps (job.session._Table).
+            # The machine takes the table as the row texts it keeps (job.engine.session._Table).
             state = replace(sm.SessionState.from_stored(header), table=sm._Table(dict(entries)))
         result = step(state, records[start : start + batch], policy=POLICY)
         state = result.state

@@ -3,16 +3,16 @@
 It subscribes to ``^<prefix>.*`` (new sites are picked up while it runs), reads every
 partition from the earliest offset, and treats each ``consume()`` call as a micro-batch:
 the batch's records are grouped by key (the session id), each group in (partition,
-offset) order goes through :func:`job.session.step`, and every session touched writes one
+offset) order goes through :func:`job.engine.session.step`, and every session touched writes one
 status row, exactly as the Spark operator does. It stops after ``idle_s`` seconds without
 a record, or once it has read up to given end offsets (:func:`end_offsets` takes them
 from the brokers before a run).
 
 It is the benchmark's baseline and a fast checker: :class:`BaselineResult` holds the
 ``rows``, ``quarantine`` and ``sessions`` outputs as DataFrames with the columns
-:func:`job.verify.check` reads, and can write them as local Parquet.
+:func:`job.verify.verifier.check` reads, and can write them as local Parquet.
 
-Under policy ``strict`` an :class:`~job.errors.IntegrityError` stops the run like it stops
+Under policy ``strict`` an :class:`~job.engine.errors.IntegrityError` stops the run like it stops
 the Spark query: the failing batch writes nothing, the result keeps what earlier batches
 wrote and carries the error.
 """
@@ -31,9 +31,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from job.config import check_policy
-from job.errors import BaselineError, IntegrityError
-from job.session import (
+from job.engine.errors import BaselineError, IntegrityError
+from job.engine.session import (
     DEFAULT_WINDOW,
     POLICIES,
     Policy,
@@ -42,10 +41,11 @@ from job.session import (
     RowChange,
     SessionState,
     SessionStatus,
+    check_policy,
     flush,
     step,
 )
-from job.verify import output_frames
+from job.verify.verifier import output_frames
 from producers.contract import TOPIC_PREFIX
 from sandbox.settings import KAFKA_BOOTSTRAP
 
@@ -288,7 +288,7 @@ class _Reader:
     def batch(self) -> list[Record]:
         """The next micro-batch: up to ``batch_size`` records, waiting at most ``poll_s`` (may be empty).
 
-        Raises :class:`~job.errors.BaselineError` on a fatal consumer error.
+        Raises :class:`~job.engine.errors.BaselineError` on a fatal consumer error.
         """
         batch: list[Record] = []
         for msg in self.consumer.consume(num_messages=self.config.batch_size, timeout=self.config.poll_s):
@@ -322,16 +322,16 @@ class _Reader:
 
 
 def end_offsets(bootstrap: str, topic_prefix: str = TOPIC_PREFIX, *, timeout_s: float = 10.0) -> dict[Partition, int]:
-    """The current end (high watermark) of every partition of every topic named ``topic_prefix*``."""
+    """:func:`producers.kafka.end_offsets`, with a Kafka that does not answer reported as a
+    :class:`~job.engine.errors.BaselineError`."""
     from confluent_kafka import KafkaException
 
-    from producers.kafka import partition_watermarks
+    from producers.kafka import end_offsets as read_end_offsets
 
     try:
-        marks = partition_watermarks(bootstrap, lambda topic: topic.startswith(topic_prefix), timeout_s=timeout_s)
+        return read_end_offsets(bootstrap, topic_prefix, timeout_s=timeout_s)
     except KafkaException as exc:
         raise BaselineError(bootstrap, f"cannot read topic offsets ({exc})", "check that Kafka answers there") from exc
-    return {key: high for key, (_, high) in marks.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in result.write_parquet(args.out).items():
             print(f"{name}: {path}")
     if args.ledger:
-        from job.verify import check
+        from job.verify.verifier import check
         from producers.ledger import read_ledger
 
         report = check(read_ledger(args.ledger), result.rows, result.quarantine, result.sessions, policy=args.policy)

@@ -8,9 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-# job_config lives in job.config; notebook 02 still imports it from here
-from job.config import OPERATORS, TOPIC_PREFIX, JobConfig, Policy, job_config  # noqa: F401
-from job.errors import JobError, UsageError
+from job.engine.errors import JobError, UsageError
+from job.spark.config import OPERATORS, TOPIC_PREFIX, JobConfig, Policy, job_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--policy", default="resync")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
     repair = sub.add_parser("repair", help="repair a job whose checkpoint and file-sink output disagree (dry run unless --apply)",
-                            description="The six-step repair of docs in job/repair.py: find the damage, cut the output "
+                            description="The six-step repair of docs in job/ops/repair.py: find the damage, cut the output "
                                         "after each session's last complete snapshot, back up and remove the checkpoint, "
                                         "restart from explicit offsets. Prints the plan; --apply carries it out.")  # fmt: skip
     repair.add_argument("--apply", action="store_true", help="carry the plan out (default: print it only)")
@@ -67,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         "backfill", help="replay the raw archive for a time range into a versioned output (no broker needed)",
         description="Replay the job's raw archive for [--from, --to) through the same session core into "
         "<lake>/backfill/<version>/sessions-out; readers are untouched until --merge or --switch. Times are ISO 8601 "
-        "(UTC when no zone), epoch milliseconds, 'earliest' or 'latest'. See job/backfill.py for the merge rule.",
+        "(UTC when no zone), epoch milliseconds, 'earliest' or 'latest'. See job/ops/backfill.py for the merge rule.",
     )  # fmt: skip
     backfill.add_argument("--from", dest="start", required=True, help="range start, included (e.g. 2026-11-22T21:00:00Z)")
     backfill.add_argument("--to", dest="end", required=True, help="range end, excluded")
@@ -97,7 +96,7 @@ def _watch_options(parser: argparse.ArgumentParser) -> None:
 
 def _watchdog_kwargs(args, settings, topic_prefix: str) -> dict:
     """The Watchdog's settings from the command line (channels, thresholds, Kafka lag source)."""
-    from job.watch import Thresholds, kafka_high_watermarks, parse_channel
+    from job.ops.watch import Thresholds, kafka_high_watermarks, parse_channel
 
     specs = args.notify or ["stderr"]
     return {
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         if args.command == "backfill":
-            from job.backfill import run_cli
+            from job.ops.backfill import run_cli
 
             return run_cli(args, settings)
         if args.command == "run":
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "watch":
             return _watch(args, settings)
         if args.command == "repair":
-            from job.repair import run_cli
+            from job.ops.repair import run_cli
 
             return run_cli(args, settings)
         return _verify(args, settings)
@@ -156,7 +155,7 @@ def _run(args, settings) -> int:
         fail_on_data_loss=args.fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
         operator=args.operator,
     )  # fmt: skip
-    from job import interrupts
+    from job.engine import interrupts
     from sandbox.health import require
     from sandbox.spark import driver_log, spark_session
 
@@ -173,7 +172,7 @@ def _run(args, settings) -> int:
     events = (args.events or cfg.checkpoint / "events.jsonl").resolve()
     with contextlib.ExitStack() as stack:
         if args.watch:
-            from job.watch import watch_spark
+            from job.ops.watch import watch_spark
 
             stack.enter_context(watch_spark(spark, event_log=events, **_watchdog_kwargs(args, settings, cfg.topic_prefix)))
         else:
@@ -184,13 +183,13 @@ def _run(args, settings) -> int:
 
 
 def _log_events(spark, path: Path) -> None:
-    from job.watch.events import EventListener, EventLog
+    from job.ops.watch.events import EventListener, EventLog
 
     spark.streams.addListener(EventListener.create(EventLog(path).append))
 
 
 def _run_queries(args, spark, cfg, settings) -> int:
-    from job import pipeline
+    from job.spark import pipeline
 
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
     try:
@@ -209,8 +208,9 @@ def _run_queries(args, spark, cfg, settings) -> int:
 def _follow(queries: list, duration: float | None) -> None:
     """Print each new batch until ``duration`` is up or a query ends (an available-now run
     ends by itself); a query that failed raises the error a user can act on."""
-    from job import interrupts, pipeline
-    from job.errors import query_error
+    from job.engine import interrupts
+    from job.engine.errors import query_error
+    from job.spark import pipeline
 
     deadline = time.monotonic() + duration if duration else None
     last = None
@@ -230,7 +230,7 @@ def _follow(queries: list, duration: float | None) -> None:
 
 
 def _watch(args, settings) -> int:
-    from job.watch import follow_log
+    from job.ops.watch import follow_log
 
     events = args.events or (args.checkpoint or settings.checkpoint_root / "job") / "events.jsonl"
     kwargs = _watchdog_kwargs(args, settings, args.topic_prefix)
@@ -244,7 +244,7 @@ def _watch(args, settings) -> int:
 
 
 def _verify(args, settings) -> int:
-    from job.verify_spark import verify_lake
+    from job.verify.lake_check import verify_lake
 
     report = verify_lake(settings, ledger=args.ledger, lake=args.lake or f"s3a://{settings.bucket}/job", policy=args.policy,
                          preflight=True)  # fmt: skip

@@ -75,7 +75,7 @@ Change = tuple[str, str, Row | None]
 
 # -- the oracle's table semantics ------------------------------------------------------------
 # The checker replays the wire semantics on its own, on purpose: it shares no code with the
-# session core (job/session.py) it checks, since an oracle that reused the core would agree
+# session core (job/engine/session.py) it checks, since an oracle that reused the core would agree
 # with the core's bugs. These two are the only places that apply a message to a table; the
 # verifier asks this one (``changes_of``, ``apply_message``) and never keeps a third (it
 # reads the job's ``rows`` output back with the core's ``rebuild``, the core's own format).

@@ -44,13 +44,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
 from producers.contract import DEFAULT_MAX_BYTES, Kind, Message, decode, dump_json, encode
 from producers.errors import ContractError, FaultSpecError
-
-if TYPE_CHECKING:
-    from producers.sessions import SessionDriver
 
 __all__ = [
     "BAD_RECORD",
@@ -80,6 +77,30 @@ __all__ = [
     "describe_faults",
     "parse_fault",
 ]
+
+
+class StruckSession(Protocol):
+    """What a stream fault changes in a session (:class:`producers.sessions.Session` is one)."""
+
+    epoch: int
+    seq: int
+
+    def restart(self) -> None: ...
+
+    def end_message(self) -> Message: ...
+
+
+class StruckDriver(Protocol):
+    """What a stream fault needs from the driver of the session it strikes
+    (:class:`producers.sessions.SessionDriver` is one): its session, its faults, a way to
+    end it and a way to start a burst. A protocol, so that this module does not import
+    the sessions module that imports it."""
+
+    session: StruckSession
+    faults: SessionFaults
+    done: bool
+
+    def burst(self, size: int) -> None: ...
 
 
 class Anomaly(StrEnum):
@@ -213,7 +234,7 @@ class Fault:
 
     # -- the apply steps (each fault class overrides the one of its stage) ----------------
 
-    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+    def strike(self, driver: StruckDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
         """A stream fault hits intended message ``index`` of ``driver``'s session, before it is made.
 
         Returns the transmissions to send first and the ledger detail of the tagged
@@ -469,7 +490,7 @@ class OrphanUpdate(Fault):
 )
 @dataclass(frozen=True, kw_only=True)
 class EpochReset(Fault):
-    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+    def strike(self, driver: StruckDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
         # Messages held for a reorder belong to the old epoch; let them out first.
         out = driver.faults.drain()
         detail = {"previous_epoch": driver.session.epoch, "previous_last_seq": driver.session.seq - 1}
@@ -589,7 +610,7 @@ class ClockSkew(Fault):
 )
 @dataclass(frozen=True, kw_only=True)
 class Crash(Fault):
-    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+    def strike(self, driver: StruckDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
         out = driver.faults.drain()
         end = driver.session.end_message()
         out.append(Transmission(end, None, self.name, {"at_index": index, "last_seq": end.seq - 1}))
@@ -621,7 +642,7 @@ class Burst(Fault):
         if self.size < 1:
             raise FaultSpecError(self.spec(), f"size={self.size} must be >= 1", "use e.g. size=500")
 
-    def strike(self, driver: SessionDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
+    def strike(self, driver: StruckDriver, index: int) -> tuple[list[Transmission], dict[str, Any]]:
         driver.burst(self.size)
         return [], {"size": self.size}
 

@@ -306,7 +306,7 @@ def partition_watermarks(
     bootstrap: str, select: Callable[[str], bool], *, timeout_s: float = 10.0
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """``(log start, end)`` of every partition of every topic ``select`` accepts, as Kafka
-    reports them now: the one reader behind the baseline's end offsets, the job's drain and
+    reports them now: the one reader behind the end offsets (:func:`end_offsets`) and
     the data-loss checks. Raises ``confluent_kafka.KafkaException`` when Kafka does not
     answer; callers turn it into their own error that names the fix."""
     import uuid
@@ -328,6 +328,15 @@ def partition_watermarks(
         return out
     finally:
         consumer.close()
+
+
+def end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """The current end (high watermark) of every partition of every topic named
+    ``topic_prefix*``: what the job drains to and the baseline reads up to. Raises
+    ``confluent_kafka.KafkaException`` when Kafka does not answer, as
+    :func:`partition_watermarks` does."""
+    marks = partition_watermarks(bootstrap, lambda topic: topic.startswith(topic_prefix), timeout_s=timeout_s)
+    return {key: high for key, (_, high) in marks.items()}
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 30.0):

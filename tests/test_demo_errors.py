@@ -13,14 +13,15 @@ from confluent_kafka import KafkaError, KafkaException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import demo  # noqa: E402
-from job.errors import IntegrityError  # noqa: E402
+from job.engine.errors import IntegrityError  # noqa: E402
 from producers.errors import ProducerError  # noqa: E402
 from sandbox.settings import Ports, Settings  # noqa: E402
+from tests.ports import free_port_offset  # noqa: E402
 
 
 @pytest.fixture
 def settings(tmp_path) -> Settings:
-    return Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", ports=Ports().shifted(46700))
+    return Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", ports=Ports().shifted(free_port_offset()))
 
 
 def test_kafka_error_names_the_broker_and_how_to_check_it(settings):
@@ -69,14 +70,14 @@ class _Runner:
 
 
 def _run_pipeline(monkeypatch, settings, runner, start):
-    import job.pipeline
+    import job.spark.pipeline
     import producers.run
     import sandbox.spark
 
     spark = _Spark()
     monkeypatch.setattr(sandbox.spark, "spark_session", lambda *_a, **_k: spark)
     monkeypatch.setattr(producers.run, "Runner", lambda _cfg: runner)
-    monkeypatch.setattr(job.pipeline, "start", start)
+    monkeypatch.setattr(job.spark.pipeline, "start", start)
     args = argparse.Namespace(policy="resync", duration=1.0, rate=10.0, seed=1)
     return spark, lambda: demo._pipeline(settings, args)
 

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from job import backfill as bf
-from job import lake, pipeline
-from job.cli import job_config
-from job.verify_spark import verify_archive, verify_lake
+from job.ops import backfill as bf
+from job.spark import lake, pipeline
+from job.spark.config import job_config
+from job.verify.lake_check import verify_archive, verify_lake
 from producers.run import new_run_id
 from tests import kafka_runs
 
@@ -40,8 +40,7 @@ def archived(sandbox, spark, tmp_path_factory):
         settings, output=f"s3a://{settings.bucket}/itest/backfill-{uuid.uuid4().hex[:8]}", checkpoint=tmp / "ckpt",
         topic_prefix=cfg_run.topic_prefix, policy="resync", trigger="available-now",
     )  # fmt: skip
-    for query in pipeline.start(spark, cfg, bootstrap=bootstrap):
-        query.awaitTermination()
+    pipeline.await_all(pipeline.start(spark, cfg, bootstrap=bootstrap), timeout_s=300)
     deleted = bf.delete_topics(bootstrap, cfg.topic_prefix)
     assert sorted(deleted) == sorted(summary.topics)
     return cfg, cfg_run.ledger

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from job.archive_check import check_archive
-from job.backfill import BackfillError, TimeRange, _replay_session, keep_first_source, parse_time, resolve_range
 from job.cli import main
-from job.verify import check
+from job.ops.backfill import BackfillError, TimeRange, _replay_session, keep_first_source, parse_time, resolve_range
+from job.verify.archive_check import check_archive
+from job.verify.verifier import check
 from producers.contract import encode
 from tests.job.test_verify_check import BASE, TOPIC, ledger
 from tests.streams import SID
@@ -71,7 +71,7 @@ def test_a_range_starting_at_a_snapshot_is_primed_so_it_counts_no_false_gap():
     status = _outputs(_replay(4, range(4, 7)))[2].iloc[0]
     assert (status["status"], status["gaps"], status["applied"]) == ("ended", 0, 3)
     # without the priming, a session met first at its snapshot opens there without a gap too
-    # (job.session: the snapshot is the whole table), and applies the same records
+    # (job.engine.session: the snapshot is the whole table), and applies the same records
     unprimed = _outputs(_replay(None, range(4, 7)))[2].iloc[0]
     assert (unprimed["gaps"], unprimed["applied"]) == (0, 3)
 
@@ -146,11 +146,11 @@ def test_backfill_cli_refuses_bad_input_with_exit_2_before_spark_starts(argv, ex
 
 
 def test_a_strict_stop_inside_a_spark_task_is_reported_by_its_integrity_message():
-    from job.backfill import _integrity_line
+    from job.ops.backfill import _integrity_line
 
     wrapped = (
         "py4j.protocol.Py4JJavaError: An error occurred\n  File \"x.py\"\n"
-        'job.errors.IntegrityError: session "s1" topic t[0] offset 9: seq 4 after 2 (gap of 1); policy strict stops here\n'
+        'job.engine.errors.IntegrityError: session "s1" topic t[0] offset 9: seq 4 after 2 (gap of 1); policy strict stops here\n'
         "\tat org.apache.spark..."
     )
     assert _integrity_line(wrapped) == 'session "s1" topic t[0] offset 9: seq 4 after 2 (gap of 1); policy strict stops here'

@@ -1,4 +1,4 @@
-"""The pure parts of job.backlog: the catch-up arithmetic, batches from a query's progress,
+"""The pure parts of job.drills.backlog: the catch-up arithmetic, batches from a query's progress,
 and what a run's batches say (caught up, full, forecast); the high-watermark sampler with
 Kafka stubbed out. No services."""
 
@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from job.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast
+from job.drills.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast
 
 
 def test_catch_up_time_is_the_backlog_over_the_throughput_left_after_the_input():
@@ -92,7 +92,7 @@ def test_a_forecast_without_enough_full_batches_says_how_many_it_had():
 
 
 class _Kafka:
-    """Stands in for job.baseline.end_offsets: answers with ``ends`` or raises when down,
+    """Stands in for producers.kafka.end_offsets: answers with ``ends`` or raises when down,
     and says (``asked``) once the sampler asked it ``n`` times."""
 
     def __init__(self, ends=None, *, n=2):
@@ -111,10 +111,10 @@ class _Kafka:
 
 @pytest.mark.parametrize("gaps", [True, False])
 def test_a_failed_high_watermark_read_is_a_gap_only_when_gaps_are_asked_for(monkeypatch, gaps):
-    import job.baseline
+    import producers.kafka
 
     kafka = _Kafka()
-    monkeypatch.setattr(job.baseline, "end_offsets", kafka)
+    monkeypatch.setattr(producers.kafka, "end_offsets", kafka)
     hw = HighWatermarks("b:9092", "t-", interval_s=0.01, timeout_s=2.0, gaps=gaps)
     hw.start()
     try:
@@ -130,15 +130,15 @@ def test_a_failed_high_watermark_read_is_a_gap_only_when_gaps_are_asked_for(monk
 
 
 def test_high_watermarks_sum_every_partition_and_stop_is_harmless_before_start(monkeypatch):
-    import job.baseline
+    import producers.kafka
 
     ends = {("t-a", 0): 5, ("t-a", 1): 7, ("t-b", 0): 1}
-    monkeypatch.setattr(job.baseline, "end_offsets", _Kafka(ends))
+    monkeypatch.setattr(producers.kafka, "end_offsets", _Kafka(ends))
     hw = HighWatermarks("b:9092", "t-", gaps=True)
     hw.stop()  # never started: nothing to wait for
     assert hw.sample() == 13 and [total for _, total in hw.samples] == [13]
     kafka = _Kafka(ends, n=2)
-    monkeypatch.setattr(job.baseline, "end_offsets", kafka)
+    monkeypatch.setattr(producers.kafka, "end_offsets", kafka)
     with HighWatermarks("b:9092", "t-", interval_s=0.01) as running:
         assert kafka.asked.wait(10), "the sampler never asked Kafka twice"
     assert len(running.samples) == kafka.calls and {total for _, total in running.samples} == {13}

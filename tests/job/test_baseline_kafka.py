@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from job.baseline import BaselineConfig, end_offsets, run_baseline
-from job.errors import IntegrityError
-from job.verify import check
+from job.engine.errors import IntegrityError
+from job.verify.verifier import check
 from producers.ledger import read_ledger
 from producers.run import Runner
 from tests.kafka_runs import produce, run_config

@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 
 from job.baseline import BaselineConfig, BaselineResult, Sessions
-from job.config import ConfigError
-from job.errors import IntegrityError
-from job.session import Record
-from job.verify import check
+from job.engine.errors import ConfigError, IntegrityError
+from job.engine.session import Record
+from job.verify.verifier import check
 from producers.contract import Message, encode
 
 

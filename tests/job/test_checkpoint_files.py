@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from job import checkpoints
-from job.errors import UsageError
+from job.engine.errors import UsageError
+from job.spark import checkpoints
 
 OFFSETS = [
     "v1",

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from job.errors import IntegrityError, QueryFailedError, query_error
+from job.engine.errors import IntegrityError, QueryFailedError, query_error
+from tests.ports import free_port_offset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +21,7 @@ WORKER_FAILURE = """[STREAM_FAILED] Query [id = 1f0c, runId = 9a2b] terminated w
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
   File "/work/job/pipeline.py", line 140, in handleInputRows
     state, frame = apply_batch(self._stored(), rows, policy=policy, window=window, now_ms=now)
-job.errors.IntegrityError: session "fleet-2-r1-s0000" topic itest-ab-fleet-0[1] offset 30: seq 31 after 29 (gap of 1); policy strict stops here: run with policy resync to quarantine and go on, or repair the input from this offset
+job.engine.errors.IntegrityError: session "fleet-2-r1-s0000" topic itest-ab-fleet-0[1] offset 30: seq 31 after 29 (gap of 1); policy strict stops here: run with policy resync to quarantine and go on, or repair the input from this offset
 \tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:600)
 """
 
@@ -66,23 +67,24 @@ def test_verify_with_a_missing_ledger_names_it_and_exits_2(tmp_path):
 @pytest.mark.parametrize("command", [["verify", "--ledger", "s3a://lake/some-ledger"], ["run", "--until-drained"]])
 def test_a_stopped_sandbox_is_named_with_where_it_was_looked_for_and_exits_2(command, tmp_path):
     # a sandbox nobody started: its own state directory, ports moved to where nothing listens
-    env = {"OSL_STATE_DIR": str(tmp_path / "state"), "OSL_PORT_OFFSET": "46900", "OSL_BACKEND": "local"}
+    offset = free_port_offset()
+    env = {"OSL_STATE_DIR": str(tmp_path / "state"), "OSL_PORT_OFFSET": str(offset), "OSL_BACKEND": "local"}
     done = _job(*command, env=env)
     assert done.returncode == 2, done.stderr
     message = _one_paragraph(done.stderr)
     assert "does not answer" in message and "python -m sandbox up" in message
-    assert str(tmp_path / "state") in message and "OSL_PORT_OFFSET=46900" in message
+    assert str(tmp_path / "state") in message and f"OSL_PORT_OFFSET={offset}" in message
 
 
 def test_the_old_prefix_flag_still_works_and_says_it_is_deprecated(tmp_path):
-    env = {"OSL_STATE_DIR": str(tmp_path / "state"), "OSL_PORT_OFFSET": "46900", "OSL_BACKEND": "local"}
+    env = {"OSL_STATE_DIR": str(tmp_path / "state"), "OSL_PORT_OFFSET": str(free_port_offset()), "OSL_BACKEND": "local"}
     done = _job("run", "--prefix", "collection-", env=env)
     assert done.stderr.startswith("warning: --prefix is deprecated") and "--topic-prefix" in done.stderr
     assert done.returncode == 2  # then the stopped sandbox, as with --topic-prefix
 
 
 def test_a_drain_timeout_without_executors_says_the_cluster_has_no_cores_left():
-    from job.errors import DrainTimeoutError
+    from job.engine.errors import DrainTimeoutError
 
     starved = str(DrainTimeoutError("q-sessions", 1604, 1604, 300, executors=0))
     slow = str(DrainTimeoutError("q-sessions", 10, 1604, 300, executors=2))

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from job import dataloss
-from job.verify_spark import verify_lake
+from job.ops import dataloss
+from job.verify.lake_check import verify_lake
 from producers.sites import site_name, topic_for
 from tests import kafka_runs
 

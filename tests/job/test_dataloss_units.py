@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from job.dataloss import (
+from job.engine.errors import DataLossError, QueryFailedError, query_error
+from job.engine.session import step
+from job.ops.dataloss import (
     KAFKA_DELETED,
     DeletedRange,
     Rewound,
@@ -15,9 +17,7 @@ from job.dataloss import (
     session_losses,
     unread_deleted,
 )
-from job.errors import DataLossError, QueryFailedError, query_error
-from job.session import step
-from job.verify import check, output_frames
+from job.verify.verifier import check, output_frames
 from tests.job.test_verify_check import BASE, TOPIC, arrivals, ledger
 
 T = "nb07-x-site-0"
@@ -182,8 +182,8 @@ def test_a_job_slower_than_its_input_never_catches_up():
 
 
 def test_query_run_reads_the_last_start_of_a_query_from_its_events():
-    from job.dataloss import query_run
-    from job.watch.rules import BatchCompleted, QueryStarted, QueryTerminated
+    from job.ops.dataloss import query_run
+    from job.ops.watch.rules import BatchCompleted, QueryStarted, QueryTerminated
 
     q = "ordered-sessions-sessions"
     events = [

@@ -2,7 +2,7 @@
 
 The foreachBatch replay (a crash before the commit, then the append sink's duplicates and
 the idempotent sink's none) is checked by chapter 03 under nbval, with the same command
-(`python -m job.delivery --die-after-batch 1`, then the re-run) and the same assertions;
+(`python -m job.drills.delivery --die-after-batch 1`, then the re-run) and the same assertions;
 a second copy here cost two job runs of CI time for nothing new."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from job import checkpoints, lake
-from job.delivery import kill_between_logs
-from job.verify_spark import verify_lake
+from job.drills.delivery import kill_between_logs
+from job.spark import checkpoints, lake
+from job.verify.lake_check import verify_lake
 from producers.ledger import S3Target
 from producers.run import Runner, new_run_id
 from tests import kafka_runs

@@ -1,4 +1,4 @@
-"""Environmental faults of job.environment injected for real on the sandbox while
+"""Environmental faults of job.drills.environment injected for real on the sandbox while
 producers send and `python -m job run` streams: the job's documented reaction, output
 flowing again, the alert a human would get, and a clean verdict after the drain."""
 
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from job.environment import run_faults
+from job.drills.environment import run_faults
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

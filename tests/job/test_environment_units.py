@@ -1,11 +1,11 @@
-"""The pure parts of job.environment: judging a fault from the job's event log, and the
+"""The pure parts of job.drills.environment: judging a fault from the job's event log, and the
 per-second series for the plot. No services."""
 
 from __future__ import annotations
 
 import pytest
 
-from job.environment import FAULTS, EnvironmentFaultError, FaultOutcome, FaultRun, Injected, outcome, sessions_only, timeline
+from job.drills.environment import FAULTS, EnvironmentFaultError, FaultOutcome, FaultRun, Injected, outcome, sessions_only, timeline
 
 
 def _batch(at, rows, batch_id=0, ends=None, query="job-sessions"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from job.integrity import fault_matrix, interval_sweep, sweep_frame
+from job.drills.integrity import fault_matrix, interval_sweep, sweep_frame
 from producers.faults import ClockSkew, Corrupt, Drop, Duplicate, Reorder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

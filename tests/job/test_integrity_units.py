@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from job.integrity import MATRIX_COLUMNS, every_fault, expected_fraction, matrix_frame, window_bound
+from job.drills.integrity import MATRIX_COLUMNS, every_fault, expected_fraction, matrix_frame, window_bound
 from producers.faults import FAULTS, Burst, ClockSkew, Corrupt, Crash, Drop
 from tests.job.test_verify_check import BASE, ledger, outputs, strict_outputs, verify, with_fault
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from job import pipeline
 from job.cli import INTERRUPTED
-from job.config import job_config
-from job.errors import DrainTimeoutError, QueryFailedError
+from job.engine.errors import DrainTimeoutError, QueryFailedError
+from job.spark import pipeline
+from job.spark.config import job_config
 from producers.run import new_run_id
 from sandbox.health import wait_for
 from tests import kafka_runs

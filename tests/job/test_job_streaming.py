@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from job import lake, pipeline
-from job.config import job_config
-from job.verify_spark import verify_lake
+from job.spark import lake, pipeline
+from job.spark.config import job_config
+from job.verify.lake_check import verify_lake
 from producers.run import new_run_id
 from sandbox.health import wait_for
 from tests import kafka_runs
@@ -44,8 +44,7 @@ def _config(settings, tmp_path, prefix, policy, **kw):
 
 def _run_available_now(spark, settings, cfg):
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-    for q in queries:
-        q.awaitTermination()
+    pipeline.await_all(queries, timeout_s=300)
     return queries
 
 
@@ -78,7 +77,7 @@ def test_strict_policy_fails_on_first_fault_naming_topic_partition_offset_and_se
     cfg = _config(sandbox.settings, tmp_path, prefix, "strict", trigger="available-now", raw_archive=False)
     queries = pipeline.start(spark, cfg, bootstrap=sandbox.settings.endpoints().kafka_bootstrap)
     with pytest.raises(Exception) as info:
-        queries[0].awaitTermination()
+        pipeline.await_all(queries, timeout_s=300)
     message = str(info.value)
     topic = f"{prefix}"
     assert topic in message and "offset" in message and "session" in message, message

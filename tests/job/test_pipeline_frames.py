@@ -7,9 +7,10 @@ import pytest
 from pyspark.sql.conversion import PandasToArrowConversion
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from job import lake
-from job.config import ConfigError, JobConfig
-from job.pipeline import _union_frame, apply_batch, expire_session
+from job.engine.errors import ConfigError
+from job.spark import lake
+from job.spark.config import JobConfig
+from job.spark.pipeline import _union_frame, apply_batch, expire_session
 from producers.contract import encode
 from tests.streams import SID, base_session
 

@@ -1,4 +1,4 @@
-"""job.query_progress: the Kafka offsets a query progress reports, as plain data. Pure, no services."""
+"""job.spark.query_progress: the Kafka offsets a query progress reports, as plain data. Pure, no services."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from job.query_progress import kafka_offsets, offset_total, reached, records_between, started
+from job.spark.query_progress import kafka_offsets, offset_total, reached, records_between, started
 
 
 def test_an_offset_as_a_json_string_or_a_dict_reads_the_same():

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from job.recovery import DetectorConfig, DetectorError, detect, moving_average
+from job.drills.recovery import DetectorConfig, DetectorError, detect, moving_average
 
 EXACT = DetectorConfig(smooth_s=1)
 

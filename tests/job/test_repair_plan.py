@@ -7,18 +7,18 @@ import json
 import pandas as pd
 import pytest
 
-from job.config import ConfigError, JobConfig, parse_offsets
-from job.errors import RepairError
-from job.repair import (
+from job.engine.errors import ConfigError, RepairError
+from job.ops.repair import (
     RepairPlan,
     _Journal,
-    checkpoint_end_offsets,
     find_damage,
     parse_partitions,
     plan_repair,
     restart_points,
     starting_offsets,
 )
+from job.spark.checkpoints import checkpoint_end_offsets
+from job.spark.config import JobConfig, parse_offsets
 
 T = "site-1"
 
@@ -192,7 +192,7 @@ def test_cli_with_a_bad_partition_list_exits_2(tmp_path, capsys):
 
 @pytest.mark.parametrize("policy", ["strict", "resync", "window"])
 def test_a_session_resumed_at_its_snapshot_opens_without_a_gap(policy):
-    from job.session import Record, step
+    from job.engine.session import Record, step
 
     snap = json.dumps({"v": 1, "kind": "snapshot", "site": "a", "session": "s", "seq": 7, "epoch": 0, "ts": 1,
                        "rows": [{"id": "r"}]}).encode()  # fmt: skip

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from job import lake, pipeline
-from job.errors import RepairError
-from job.repair import apply_repair, make_plan
-from job.trap import reproduce_metadata_trap
-from job.verify_spark import verify_lake
+from job.drills.trap import reproduce_metadata_trap
+from job.engine.errors import RepairError
+from job.ops.repair import apply_repair, make_plan
+from job.spark import lake, pipeline
+from job.verify.lake_check import verify_lake
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from job.errors import IntegrityError, StateError, UsageError
-from job.session import (
+from job.engine.errors import IntegrityError, StateError, UsageError
+from job.engine.session import (
     POLICIES,
     REASONS,
     Record,
@@ -438,7 +438,7 @@ def test_from_stored_refuses_another_version_and_bytes_that_are_no_state() -> No
 def test_the_stored_form_has_a_place_for_every_field_of_the_state() -> None:
     from dataclasses import fields
 
-    from job.session import _StoredV2
+    from job.engine.session import _StoredV2
 
     assert set(_StoredV2.__struct_fields__) == {"v"} | {f.name for f in fields(SessionState)}
 
@@ -467,7 +467,7 @@ def test_a_hand_built_table_is_kept_as_it_reads() -> None:
 def test_row_changes_built_for_speed_equal_the_dataclass_built_ones() -> None:
     from dataclasses import FrozenInstanceError, fields
 
-    from job.session import RowChange, _row_change
+    from job.engine.session import RowChange, _row_change
 
     values = ("s", "fleet-2", 0, 3, "upsert", "a", '{"id":"a"}', 1003, TOPIC, 1, 7)
     fast = _row_change(*values)

@@ -17,9 +17,9 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from job.errors import IntegrityError
-from job.session import Record, SessionState, Step, flush, rebuild, step
-from job.verify import check, output_frames
+from job.engine.errors import IntegrityError
+from job.engine.session import Record, SessionState, Step, flush, rebuild, step
+from job.verify.verifier import check, output_frames
 from producers.contract import ContractError, Kind, decode
 from producers.expected import expected_sessions
 from producers.faults import parse_fault

@@ -16,11 +16,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from job.config import ConfigError
-
-from job.errors import IntegrityError, UsageError
-from job.session import QuarantineRecord, Record, RowChange, SessionStatus, step
-from job.verify import Report, check, output_frames
+from job.engine.errors import ConfigError, IntegrityError, UsageError
+from job.engine.session import QuarantineRecord, Record, RowChange, SessionStatus, step
+from job.verify.verifier import Report, check, output_frames
 from producers.contract import Message, encode
 from producers.ledger import ledger_frame
 from tests.streams import base_session, ledger_entry, message, r

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from job.errors import UsageError
-from job.watch import (
+from job.engine.errors import UsageError
+from job.ops.watch import (
     AlertKind,
     ChannelError,
     JsonLinesChannel,
@@ -23,8 +23,8 @@ from job.watch import (
     WebhookChannel,
     parse_channel,
 )
-from job.watch.events import EventLog, batch_from_progress, event_from_dict, event_to_dict
-from job.watch.rules import Alert, BatchCompleted, LagSample, QueryStarted, QueryTerminated
+from job.ops.watch.events import EventLog, batch_from_progress, event_from_dict, event_to_dict
+from job.ops.watch.rules import Alert, BatchCompleted, LagSample, QueryStarted, QueryTerminated
 
 ALERT = Alert(kind=AlertKind.LAG, query="q", at=1_700_000_000.0, figures={"lag_records": 1234}, message="1234 records behind")
 

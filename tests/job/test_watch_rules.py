@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from job.errors import UsageError
-from job.watch.rules import (
+from job.engine.errors import UsageError
+from job.ops.watch.rules import (
     AlertKind,
     BatchCompleted,
     LagSample,

@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from job import pipeline
-from job.cli import job_config
-from job.watch import JsonLinesChannel, Thresholds, WebhookChannel, kafka_high_watermarks, watch_spark
+from job.ops.watch import JsonLinesChannel, Thresholds, WebhookChannel, kafka_high_watermarks, watch_spark
+from job.spark import pipeline
+from job.spark.config import job_config
 from producers.run import Runner, new_run_id
 from sandbox import paused
 from sandbox.health import wait_for

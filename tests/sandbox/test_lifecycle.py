@@ -7,16 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from sandbox import Settings
 from sandbox.errors import AnotherSandboxRunningError
 from sandbox.local import LocalBackend, sandbox_processes
 from sandbox.settings import Ports
+from tests.ports import free_port_offset
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_up_is_idempotent_down_leaves_nothing_and_a_second_sandbox_is_refused(tmp_path, sandbox_settings):
-    settings = replace(sandbox_settings, state_dir=tmp_path / "one", ports=Ports().shifted(25000), spark_workers=1)
+    settings = replace(sandbox_settings, state_dir=tmp_path / "one", ports=Ports().shifted(free_port_offset()), spark_workers=1)
     first = LocalBackend(settings, progress=lambda _m: None)
     try:
         first.up()

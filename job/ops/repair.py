@@ -6,11 +6,11 @@ the data on object storage, and skips any batch whose id is not above the log's 
 checkpoint was created, so once a checkpoint is lost, or restored from an older backup,
 while the output keeps its log, the restarted job reuses ids the log has seen, and every
 such batch is read, applied to the state, committed to the checkpoint, and never written.
-Nothing fails; the rows are simply not in the lake (:mod:`job.trap` shows it for real).
+Nothing fails; the rows are simply not in the lake (:mod:`job.drills.trap` shows it for real).
 
 The six steps, as :func:`plan_repair` and :func:`apply_repair` carry them out:
 
-1. every output row carries topic, partition and offset (:mod:`job.lake`);
+1. every output row carries topic, partition and offset (:mod:`job.spark.lake`);
 2. per partition, find the damage point (the first record the checkpoint says was
    processed whose output is missing: neither a row change nor a quarantine entry, an
    ``end`` excepted as it writes no row) and, per session, the offset of its last
@@ -21,10 +21,10 @@ The six steps, as :func:`plan_repair` and :func:`apply_repair` carry them out:
 4. compute the Kafka source's ``startingOffsets`` JSON, every partition listed;
 5. back up, then remove, the checkpoint (both locations: ``sessions`` and ``raw``);
 6. start the job from those offsets, dropping each session's records before its own cut
-   (:attr:`job.config.JobConfig.session_cuts`): they are in the kept output already, and a
+   (:attr:`job.spark.config.JobConfig.session_cuts`): they are in the kept output already, and a
    session state that starts empty would otherwise quarantine them as orphans. A session
    state that starts empty and meets a snapshot first opens there without counting a gap
-   (:mod:`job.session`): the snapshot is the whole table.
+   (:mod:`job.engine.session`): the snapshot is the whole table.
 
 Why step 3 rewrites the output with a fresh log instead of deleting through Spark. A
 delete that keeps ``_spark_metadata`` consistent (a Spark job that drops the files after
@@ -35,7 +35,7 @@ rows be written under a fresh log in the sink's directory, since any entry there
 batch 0, again makes the new job skip its first batch. So the kept output is rewritten,
 through Spark (reading the old output through its log, so files of uncommitted batches
 stay out), as plain Parquet in ``<sink>-kept``; the sink's directory is removed so that
-the restarted job starts a log of its own; :mod:`job.lake`'s readers return both parts.
+the restarted job starts a log of its own; :mod:`job.spark.lake`'s readers return both parts.
 
 A partition whose output is intact still restarts at its sessions' last snapshots, since
 removing the checkpoint removes every session's state; ``--partitions`` only limits
@@ -61,13 +61,13 @@ from typing import Any
 
 import pandas as pd
 
-from job.errors import RepairError
+from job.engine.errors import RepairError
+from job.spark.checkpoints import checkpoint_end_offsets
 
 __all__ = [
     "PartitionPlan",
     "RepairPlan",
     "apply_repair",
-    "checkpoint_end_offsets",
     "find_damage",
     "parse_partitions",
     "plan_repair",
@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 Partition = tuple[str, int]
-#: The grouping key of records without a Kafka key (:mod:`job.pipeline`).
+#: The grouping key of records without a Kafka key (:mod:`job.spark.pipeline`).
 _NO_KEY = "__no-key__/"
 _STEPS = ("backup-output", "cut-output", "replace-output", "starting-offsets", "remove-checkpoint", "restart")
 
@@ -168,7 +168,7 @@ def parse_partitions(text: str | None) -> set[Partition] | None:
 
 def group_key(value: Any, topic: str) -> str:
     """The job's grouping key: a row's session, or a quarantine entry's Kafka key; the
-    keyless pseudo-session when there is none (see :mod:`job.pipeline`)."""
+    keyless pseudo-session when there is none (see :mod:`job.spark.pipeline`)."""
     if value is None or (isinstance(value, float) and pd.isna(value)) or str(value) == "":
         return _NO_KEY + topic
     return str(value)
@@ -341,26 +341,6 @@ def plan_repair(
 # --- reading the checkpoint, the lake and Kafka -------------------------------------------
 
 
-def checkpoint_end_offsets(query_checkpoint: Path) -> dict[Partition, int]:
-    """The Kafka offsets up to which the query's last *committed* batch read.
-
-    Reads ``offsets/<n>`` for the latest ``n`` that also has ``commits/<n>``: a file of three
-    lines or more (version, batch metadata, then one JSON line per source).
-    """
-    commits = sorted((int(f.name) for f in (query_checkpoint / "commits").glob("[0-9]*") if f.name.isdigit()), reverse=True)
-    for n in commits:
-        offsets = query_checkpoint / "offsets" / str(n)
-        if offsets.exists():
-            lines = offsets.read_text().splitlines()
-            out: dict[Partition, int] = {}
-            for line in lines[2:]:
-                if line.strip().startswith("{"):
-                    for topic, parts in json.loads(line).items():
-                        out.update({(topic, int(p)): int(o) for p, o in parts.items()})
-            return out
-    return {}
-
-
 def _read_inputs(spark, bootstrap: str, ends: Mapping[Partition, int]) -> pd.DataFrame:
     """The Kafka records up to ``ends``, as ``topic, partition, offset, kind, snapshot_rows``."""
     from pyspark.sql import functions as F
@@ -380,7 +360,7 @@ def _read_inputs(spark, bootstrap: str, ends: Mapping[Partition, int]) -> pd.Dat
 
 
 def _read_lake(spark, sessions_path: str, raw_path: str | None) -> dict[str, pd.DataFrame]:
-    from job import lake
+    from job.spark import lake
 
     out = {
         "rows": lake.read_output(spark, sessions_path, "rows").select("session", "op", "row_id", "topic", "partition", "offset"),
@@ -459,7 +439,7 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     Raises :class:`RepairError` when there is no checkpoint, no lake output, or a query
     still runs on the checkpoint.
     """
-    from job import lake
+    from job.spark import lake
 
     sessions_ckpt = require_checkpoint(cfg)
     if not (lake.path_exists(spark, cfg.sessions_path) or lake.path_exists(spark, lake.kept_path(cfg.sessions_path))):
@@ -474,7 +454,7 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     bootstrap = settings.endpoints().kafka_bootstrap
     inputs = _read_inputs(spark, bootstrap, ends)
     frames = _read_lake(spark, cfg.sessions_path, cfg.raw_path if cfg.raw_archive else None)
-    from job.pipeline import source_end_offsets
+    from job.spark.pipeline import source_end_offsets
 
     kafka = [(t, int(p)) for t, parts in source_end_offsets(bootstrap, cfg.topic_prefix).items() for p in parts]
     backup = cfg.checkpoint.parent / f"{cfg.checkpoint.name}.repair-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
@@ -535,7 +515,7 @@ def apply_repair(spark, settings, cfg, plan: RepairPlan, *, restart: Callable[[A
     start and run until what Kafka holds now is processed, then stop. Returns the backup
     folder. Running it again after it finished does nothing.
     """
-    from job import lake, pipeline
+    from job.spark import lake, pipeline
 
     folder = Path(plan.backup)
     folder.mkdir(parents=True, exist_ok=True)
@@ -621,7 +601,7 @@ def run_cli(args, settings) -> int:
     """``python -m job repair``: print the plan; with ``--apply``, carry it out."""
     import sys
 
-    from job.cli import job_config
+    from job.spark.config import job_config
     from sandbox.spark import spark_session
 
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

@@ -1,12 +1,12 @@
 """The verifier's Spark side: read the lake through Spark (so the file sink's ``_spark_metadata``
-decides which files count), read the ledger, and hand both to the pure :func:`job.verify.check`."""
+decides which files count), read the ledger, and hand both to the pure :func:`job.verify.verifier.check`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from job import lake
-from job.errors import LakeError
+from job.engine.errors import LakeError
+from job.spark import lake
 
 
 def lake_frames(spark, lake_root: str) -> dict[str, object]:
@@ -25,7 +25,7 @@ def load_ledger(settings, ledger: str):
 
 
 def check_lake(settings, lake_root: str) -> None:
-    """Raise :class:`~job.errors.LakeError` unless ``lake_root`` holds the job's committed
+    """Raise :class:`~job.engine.errors.LakeError` unless ``lake_root`` holds the job's committed
     output (the file sink's ``_spark_metadata`` log), before any Spark starts."""
     metadata = lake.sessions_path(lake_root) + "/_spark_metadata"
     fix = "pass the --output the job ran with (its first line says where it writes)"
@@ -46,14 +46,14 @@ def check_lake(settings, lake_root: str) -> None:
 
 
 def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, preflight: bool = False, deleted=()):
-    """Read ledger and lake, return ``job.verify.check``'s report (``deleted``: the offset
-    ranges Kafka deleted before the job read them, see :func:`job.verify.check`).
+    """Read ledger and lake, return ``job.verify.verifier.check``'s report (``deleted``: the offset
+    ranges Kafka deleted before the job read them, see :func:`job.verify.verifier.check`).
 
     With ``preflight`` (the command line), a local ledger is read first, then the sandbox's
     MinIO and Spark are required to answer and the lake to hold job output, so that a wrong
     path or a stopped sandbox is reported in one line before any Spark starts.
     """
-    from job.verify import check
+    from job.verify.verifier import check
     from sandbox.spark import spark_session
 
     expected = None if ledger.startswith(("s3a://", "s3://")) else load_ledger(settings, ledger)
@@ -72,12 +72,12 @@ def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, pr
 
 def verify_archive(settings, *, ledger: str, lake: str, spark=None, raw_path: str | None = None):
     """Check that every record the ledger says Kafka acknowledged is in the raw archive
-    (``<lake>/raw`` unless ``raw_path``); returns :class:`job.archive_check.ArchiveReport`.
+    (``<lake>/raw`` unless ``raw_path``); returns :class:`job.verify.archive_check.ArchiveReport`.
     Only the ledger's topics are read."""
     from pyspark.sql import functions as F
 
-    from job.archive_check import check_archive
-    from job.lake import read_raw
+    from job.spark.lake import read_raw
+    from job.verify.archive_check import check_archive
     from sandbox.spark import spark_session
 
     spark = spark or spark_session(settings, "verify")

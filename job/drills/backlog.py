@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from job.config import JobConfig
-from job.errors import JobError
-from job.query_progress import offset_total, reached
+from job.engine.errors import JobError
+from job.spark.config import JobConfig
+from job.spark.query_progress import offset_total, reached
 
 __all__ = [
     "BacklogError", "Batch", "CatchUp", "HighWatermarks", "batch_memory", "batches", "catch_up_time_s", "forecast",
@@ -128,7 +128,7 @@ class HighWatermarks:
 
     def sample(self) -> int:
         """Read the total now, record it and return it; raises when Kafka does not answer."""
-        from job.baseline import end_offsets
+        from producers.kafka import end_offsets
 
         total = sum(end_offsets(self.bootstrap, self.topic_prefix, timeout_s=self.timeout_s).values())
         self.samples.append((time.time(), total))
@@ -238,7 +238,7 @@ def run_catch_up(spark, cfg: JobConfig, *, bootstrap: str, label: str, input_run
     no-data batch. The lag curve needs the query's progress, so a run longer than
     ``spark.sql.streaming.numRecentProgressUpdates`` batches (100) loses its start.
     """
-    from job import pipeline
+    from job.spark import pipeline
 
     name = cfg.name + "-sessions"
     with HighWatermarks(bootstrap, cfg.topic_prefix) as hw:
@@ -272,7 +272,7 @@ def run_catch_up(spark, cfg: JobConfig, *, bootstrap: str, label: str, input_run
 
 
 def _wait_state_empty(query, *, timeout_s: float) -> None:
-    from job import pipeline
+    from job.spark import pipeline
 
     deadline = time.monotonic() + timeout_s
     while True:

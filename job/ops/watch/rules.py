@@ -3,7 +3,7 @@
 :func:`decide` takes the state so far, one event and the thresholds, and returns the new
 state and the alerts this event raises. Time only enters through the events' ``at``
 (seconds since the epoch), so a test can replay any history in microseconds, and the
-supervisor (:mod:`job.watch.supervisor`) feeds it :class:`Tick` events to let time pass.
+supervisor (:mod:`job.ops.watch.supervisor`) feeds it :class:`Tick` events to let time pass.
 
 The rules, per query name:
 
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Union
 
-from job.errors import UsageError
+from job.engine.errors import UsageError
 
 __all__ = [
     "Alert",
@@ -238,7 +238,7 @@ def decide(state: WatchState, event: Event, thresholds: Thresholds) -> tuple[Wat
         return _on_lag(state, event, watch, thresholds)
     if isinstance(event, QueryTerminated):
         return _on_terminated(state, event, watch)
-    raise UsageError(f"decide() got {type(event).__name__}", "pass one of the event classes of job.watch.rules")
+    raise UsageError(f"decide() got {type(event).__name__}", "pass one of the event classes of job.ops.watch.rules")
 
 
 def _on_batch(state: WatchState, event: BatchCompleted, watch: QueryWatch, th: Thresholds):

@@ -1,4 +1,4 @@
-"""The supervisor: feeds events to :func:`job.watch.rules.decide` and alerts to channels.
+"""The supervisor: feeds events to :func:`job.ops.watch.rules.decide` and alerts to channels.
 
 Three threads, so that no slow part delays another: the *loop* applies queued events and
 a :class:`Tick` every ``tick_s``; the *sampler* asks Kafka for high watermarks every
@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from job.watch.channels import Channel, ChannelError
-from job.watch.events import EventListener, EventLog
-from job.watch.rules import Alert, AlertKind, Event, LagSample, Offsets, QueryTerminated, Thresholds, Tick, WatchState, decide
+from job.ops.watch.channels import Channel, ChannelError
+from job.ops.watch.events import EventListener, EventLog
+from job.ops.watch.rules import Alert, AlertKind, Event, LagSample, Offsets, QueryTerminated, Thresholds, Tick, WatchState, decide
 
 __all__ = ["Watchdog", "follow_log", "kafka_high_watermarks", "watch_spark"]
 
@@ -42,7 +42,7 @@ def kafka_high_watermarks(bootstrap: str, topic_prefix: str, *, timeout_s: float
     """A lag source: the high watermark of every partition of the topics ``topic_prefix*``."""
 
     def sample() -> Offsets:
-        from job.pipeline import source_end_offsets
+        from job.spark.pipeline import source_end_offsets
 
         return source_end_offsets(bootstrap, topic_prefix, timeout_s=timeout_s)
 

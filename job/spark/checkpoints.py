@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from job.errors import UsageError
+from job.engine.errors import UsageError
 
 __all__ = [
     "LogState",
+    "checkpoint_end_offsets",
     "checkpoint_files",
     "committed_files",
     "count_kinds",
@@ -106,6 +107,26 @@ def read_offsets(checkpoint: str | Path, batch: int) -> dict[str, Any]:
     lines = _log_entry(_query_dir(checkpoint) / "offsets" / str(batch))
     sources = [None if line.strip() == "-" else json.loads(line) for line in lines[2:]]
     return {"version": lines[0], "metadata": json.loads(lines[1]), "sources": sources}
+
+
+def checkpoint_end_offsets(query_checkpoint: Path) -> dict[tuple[str, int], int]:
+    """The Kafka offsets up to which the query's last *committed* batch read.
+
+    Reads ``offsets/<n>`` for the latest ``n`` that also has ``commits/<n>``: a file of three
+    lines or more (version, batch metadata, then one JSON line per source).
+    """
+    commits = sorted((int(f.name) for f in (query_checkpoint / "commits").glob("[0-9]*") if f.name.isdigit()), reverse=True)
+    for n in commits:
+        offsets = query_checkpoint / "offsets" / str(n)
+        if offsets.exists():
+            lines = offsets.read_text().splitlines()
+            out: dict[tuple[str, int], int] = {}
+            for line in lines[2:]:
+                if line.strip().startswith("{"):
+                    for topic, parts in json.loads(line).items():
+                        out.update({(topic, int(p)): int(o) for p, o in parts.items()})
+            return out
+    return {}
 
 
 def read_commit(checkpoint: str | Path, batch: int) -> dict[str, Any]:
@@ -229,7 +250,7 @@ def state_rows(spark, checkpoint: str | Path, *, state_var: str | None = None, b
 def session_states(spark, checkpoint: str | Path, *, batch: int | None = None):
     """The job's stored sessions as of ``batch`` (default: the last committed), whichever
     stateful operator wrote them: columns ``partition_id``, ``session_key`` and ``state``
-    (the bytes :meth:`job.session.SessionState.from_stored` reads).
+    (the bytes :meth:`job.engine.session.SessionState.from_stored` reads).
 
     The operators keep the same bytes in different places: ``transformWithState*`` in a
     store per state variable (the job's is ``session``), its value a struct ``{state}``;

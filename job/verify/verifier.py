@@ -10,7 +10,7 @@ What is compared, per session of the ledger
     Every record the ledger says Kafka acknowledged (outcome ``ok``) must be *applied*
     (its row changes are in ``rows``, with the content of the bytes sent) or *quarantined*
     (in ``quarantine``); anything else is ``lost``. A message applied more than once is
-    ``duplicated``. The table rebuilt from ``rows`` (:func:`job.session.rebuild`) must
+    ``duplicated``. The table rebuilt from ``rows`` (:func:`job.engine.session.rebuild`) must
     equal the intended final table on every row the ledger marks certain (a mismatch is
     ``wrong-value``, ``lost`` or ``unexpected`` and is never allowed: a fault's window has
     closed by then, or the row is uncertain and not checked). The latest status row must
@@ -72,20 +72,20 @@ from typing import Any, Literal, get_args
 
 import pandas as pd
 
+from job.engine.errors import UsageError
+from job.engine.session import Policy, QuarantineRecord, RowChange, SessionStatus, check_policy, rebuild
+from job.spark.lake import STATUS_COLUMNS
 from producers.contract import ContractError, Kind, Row, decode
 from producers.expected import DELIVERY_ALLOWED, ExpectedSession, LossWindow, changes_of, expected_sessions
 from producers.faults import BAD_RECORD, STRICT_STOPPING, Anomaly
 
-from job.config import check_policy
-from job.errors import UsageError
-from job.lake import STATUS_COLUMNS
-from job.session import Policy, QuarantineRecord, RowChange, SessionStatus, rebuild
-
 __all__ = [
+    "KAFKA_DELETED",
     "LATE_TOLERANCE_MS",
     "QUARANTINE_COLUMNS",
     "ROWS_COLUMNS",
     "SESSIONS_COLUMNS",
+    "DeletedRange",
     "Finding",
     "FindingKind",
     "Report",
@@ -237,18 +237,18 @@ def check(
     sessions: pd.DataFrame,
     *,
     policy: Policy,
-    deleted: Sequence[Any] = (),
+    deleted: Sequence[DeletedRange] = (),
 ) -> Report:
     """Compare the outputs with the ledger (see the module docstring); returns a :class:`Report`.
 
-    ``deleted`` lists :class:`~job.dataloss.DeletedRange` values: offsets Kafka deleted
+    ``deleted`` lists :class:`DeletedRange` values: offsets Kafka deleted
     before the job read them (retention, ``delete_records``). A delivered record in one is
     expected to be lost, as if it had never been sent: a window named ``kafka-deleted``
     allows what a dropped message allows, up to the session's next clean snapshot after it.
 
     ``ledger`` is what :func:`producers.ledger.read_ledger` returns; ``rows``,
-    ``quarantine`` and ``sessions`` have the fields of :class:`~job.session.RowChange`,
-    :class:`~job.session.QuarantineRecord` and :class:`~job.session.SessionStatus` as
+    ``quarantine`` and ``sessions`` have the fields of :class:`~job.engine.session.RowChange`,
+    :class:`~job.engine.session.QuarantineRecord` and :class:`~job.engine.session.SessionStatus` as
     columns (extra columns are ignored; the lake's ``topic``/``partition``/``offset``/
     ``event_ts_ms`` for a status row are read as ``last_*``). ``sessions`` may hold
     several rows per session; the latest by ``(epoch, last_seq, last_offset)`` counts.
@@ -671,7 +671,7 @@ def _check_strict_prefix(s: _Session, out: _Findings) -> None:
     # Only a hole with a written message of the same epoch after it was visible to strict;
     # the tail of an older epoch can go missing unnoticed (a new epoch restarts at seq 0).
     # Nor is anything before the first record Kafka delivered when that record is a
-    # snapshot: the core joins a new session there (see job.session), the whole table.
+    # snapshot: the core joins a new session there (see job.engine.session), the whole table.
     first = s.delivered[min(s.delivered)] if s.delivered else None
     joined = (int(first.epoch), int(first.seq)) if first is not None and first.kind == "snapshot" else None
     missing = [
@@ -808,7 +808,31 @@ def _out_of_line(times: Sequence[int], tolerance: int) -> list[tuple[int, tuple[
 # -- records Kafka deleted -----------------------------------------------------------------
 
 
-def _deleted_records(ledger: pd.DataFrame, deleted: Sequence[Any]) -> dict[tuple[str, int, int], int]:
+#: The name the verifier gives a loss Kafka caused (a record deleted before the job read it).
+KAFKA_DELETED = "kafka-deleted"
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class DeletedRange:
+    """Offsets ``[start, end)`` of ``topic[partition]`` that Kafka deleted before the job read them."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start
+
+    def contains(self, topic: str, partition: int, offset: int) -> bool:
+        return topic == self.topic and partition == self.partition and self.start <= offset < self.end
+
+    def line(self) -> str:
+        return f"{self.topic}[{self.partition}] offsets {self.start}..{self.end - 1} ({self.count} records)"
+
+
+def _deleted_records(ledger: pd.DataFrame, deleted: Sequence[DeletedRange]) -> dict[tuple[str, int, int], int]:
     """The delivered records inside a deleted range: ``(topic, partition, offset) -> send_index``."""
     if not len(deleted) or ledger.empty:
         return {}
@@ -824,8 +848,6 @@ def _expected_with_deleted(ledger: pd.DataFrame, gone: Mapping[tuple[str, int, i
     """The expectation when ``gone`` never reached the job: as if their delivery had failed
     (a window to the next clean snapshot, a deleted snapshot no resync point), the windows
     they open named ``kafka-deleted``."""
-    from job.dataloss import KAFKA_DELETED
-
     indexes = set(gone.values())
     as_sent = ledger.copy()
     as_sent.loc[as_sent["send_index"].isin(indexes), "outcome"] = "failed"
@@ -849,7 +871,7 @@ def _columns(df: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
     if missing:
         raise UsageError(
             f"an output frame lacks the columns {', '.join(missing)}",
-            f"pass frames with the fields of the job.session dataclasses ({', '.join(columns)})",
+            f"pass frames with the fields of the job.engine.session dataclasses ({', '.join(columns)})",
         )
     return df.reset_index(drop=True)
 

@@ -18,8 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
 
-from job.errors import JobError, UsageError
-from job.watch.rules import Alert
+from job.engine.errors import JobError, UsageError
+from job.ops.watch.rules import Alert
 
 __all__ = ["Channel", "ChannelError", "JsonLinesChannel", "StderrChannel", "WebhookChannel", "parse_channel"]
 

@@ -25,7 +25,7 @@ What it detects, for each record
     snapshot disagrees with the table rebuilt from updates.
 
 What it does about them: the integrity policy
-    ``strict``  raise :class:`~job.errors.IntegrityError` at the first fault, naming topic,
+    ``strict``  raise :class:`~job.engine.errors.IntegrityError` at the first fault, naming topic,
                 partition, offset and session. Nothing past the fault is returned.
     ``resync``  quarantine the record and go on. A gap marks the session ``broken``; its
                 updates are quarantined until the next snapshot, which is applied and
@@ -63,14 +63,14 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
+from job.engine.errors import ConfigError, IntegrityError, StateError, UsageError
 from producers.contract import Kind, Message, Row, decode
 from producers.errors import CONTRACT_REASONS, ContractError, ContractReason
-
-from job.errors import IntegrityError, StateError, UsageError
 
 __all__ = [
     "DEFAULT_WINDOW",
     "POLICIES",
+    "check_policy",
     "REASONS",
     "Op",
     "Policy",
@@ -90,6 +90,16 @@ __all__ = [
 
 Policy = Literal["strict", "resync", "window", "none"]
 POLICIES: tuple[Policy, ...] = get_args(Policy)
+
+
+def check_policy(policy: str) -> Policy:
+    """``policy`` if it names an integrity policy, else :class:`~job.engine.errors.ConfigError`
+    listing the choices: the one check of a policy name (the job's config, the baseline and
+    the verifier call it)."""
+    if policy not in POLICIES:
+        raise ConfigError("policy", policy, f"choose one of {', '.join(POLICIES)}")
+    return policy  # type: ignore[return-value]
+
 
 Status = Literal["new", "open", "broken", "ended"]
 Op = Literal["snapshot", "upsert", "delete"]
@@ -261,7 +271,7 @@ class SessionState:
     def from_stored(cls, data: bytes | bytearray | memoryview | str) -> SessionState:
         """The state :meth:`to_stored` wrote; also reads what :meth:`to_json` writes (version 1).
 
-        Raises :class:`~job.errors.StateError` for anything else, naming the version found.
+        Raises :class:`~job.engine.errors.StateError` for anything else, naming the version found.
         """
         if isinstance(data, str) or data[:1] == b"{":
             return cls.from_json(bytes(data) if isinstance(data, memoryview) else data)
@@ -324,7 +334,7 @@ def step(
     ``state`` is None for a session not seen before. Every record must have the same key
     (the session id; ``None`` for records without a key, which are all quarantined as
     ``missing-key``). ``window`` is the reordering window of policy ``window`` (ignored by
-    the others). Under ``strict`` raises :class:`~job.errors.IntegrityError` at the first
+    the others). Under ``strict`` raises :class:`~job.engine.errors.IntegrityError` at the first
     fault; see the module docstring for what each policy does.
     """
     if policy not in POLICIES:

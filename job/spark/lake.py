@@ -5,10 +5,10 @@ One file sink (not three) keeps the three outputs of a micro-batch in one atomic
 the sink's ``_spark_metadata`` log; read them through Spark (or :func:`read_output`) so that
 files of uncommitted batches are ignored.
 
-After a repair (:mod:`job.repair`) an output has two parts: the file sink's directory,
+After a repair (:mod:`job.ops.repair`) an output has two parts: the file sink's directory,
 with a fresh ``_spark_metadata`` log that only the restarted job writes to, and beside it
 ``<sink>-kept``, the output the repair kept (everything before its cut), written once as
-plain Parquet. The readers here return both; see :mod:`job.repair` for why the kept part
+plain Parquet. The readers here return both; see :mod:`job.ops.repair` for why the kept part
 cannot live under the sink's log.
 """
 

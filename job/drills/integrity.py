@@ -9,7 +9,7 @@ fault and how many of those the output applied, and what the verifier found insi
 fault's loss windows (quarantined, lost, other kinds) and whether all of it was allowed.
 
 Under ``strict`` the query stops at the first fault that breaks a session's order (the
-job raises :class:`~job.errors.IntegrityError`, naming session, topic, partition and
+job raises :class:`~job.engine.errors.IntegrityError`, naming session, topic, partition and
 offset): :class:`PolicyRun` keeps that message, and the verifier checks that what was
 written before the stop is a gap-free prefix.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from job.config import JobConfig
+from job.spark.config import JobConfig
 from producers.faults import FAULTS, Anomaly, Burst, Crash, EpochReset, Fault, OrphanUpdate, Oversized
 
 __all__ = [
@@ -161,7 +161,7 @@ class PolicyRun:
 
     policy: str
     cfg: JobConfig
-    report: object  # job.verify.Report
+    report: object  # job.verify.verifier.Report
     error: str | None = None
 
 
@@ -176,7 +176,7 @@ class Matrix:
 
     def frame(self, settings) -> pd.DataFrame:
         """:func:`matrix_frame` of the runs' reports against this matrix's ledger."""
-        from job.verify_spark import load_ledger
+        from job.verify.lake_check import load_ledger
 
         return matrix_frame({p: r.report for p, r in self.runs.items()}, load_ledger(settings, self.ledger))
 
@@ -196,10 +196,9 @@ def _produce(settings, *, ledger: str, prefix: str, faults: Sequence[Fault], sna
 def _verify(spark, settings, *, ledger: str, cfg: JobConfig, policy: str):
     """The verifier's report; an output the job never committed to (``strict`` stopped in its
     first batch) is verified as empty rather than failing to read."""
-    from job.verify import check, output_frames
-    from job.verify_spark import load_ledger, verify_lake
-
-    from job.trap import sink_log_batches
+    from job.drills.trap import sink_log_batches
+    from job.verify.lake_check import load_ledger, verify_lake
+    from job.verify.verifier import check, output_frames
 
     if sink_log_batches(spark, cfg.sessions_path):
         return verify_lake(settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
@@ -210,11 +209,11 @@ def run_policy(spark, settings, cfg: JobConfig, *, ledger: str, progress: Callab
     """Run the job with ``cfg`` until it has processed everything in Kafka (or a ``strict``
     query stops on a fault), stop its queries, and verify its output against ``ledger``.
 
-    An :class:`~job.errors.IntegrityError` is the expected outcome under ``strict`` and is
+    An :class:`~job.engine.errors.IntegrityError` is the expected outcome under ``strict`` and is
     kept in :attr:`PolicyRun.error`; under any other policy it is raised.
     """
-    from job import pipeline
-    from job.errors import IntegrityError
+    from job.engine.errors import IntegrityError
+    from job.spark import pipeline
 
     bootstrap = settings.endpoints().kafka_bootstrap
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
@@ -287,7 +286,7 @@ class SweepPoint:
 
     snapshot_every: int
     ledger: str
-    report: object  # job.verify.Report
+    report: object  # job.verify.verifier.Report
     bound: int  # window_bound of the ledger
     faulted: int  # delivered records that carry a fault, plus records never sent by one
 
@@ -311,7 +310,7 @@ def interval_sweep(
     seed: the faults hit the same message indices), run the job once under ``resync`` over
     ``<prefix>*``, and verify each interval's ledger on its own (the other intervals'
     sessions are foreign to it and not judged)."""
-    from job.verify_spark import load_ledger
+    from job.verify.lake_check import load_ledger
     from producers.run import new_run_id
 
     prefix = prefix or f"integrity-{new_run_id()}-"

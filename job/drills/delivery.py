@@ -7,7 +7,7 @@ commit log, and ``foreachBatch`` sinks with and without idempotence.
 - :func:`append_sink` appends every batch it is given: a batch Spark runs twice is written
   twice (at-least-once). :func:`idempotent_sink` overwrites the batch's own ``batch_id``
   partition, so a re-run replaces what the interrupted attempt wrote (exactly-once output).
-- ``python -m job.delivery`` runs a ``foreachBatch`` query with either sink, optionally
+- ``python -m job.drills.delivery`` runs a ``foreachBatch`` query with either sink, optionally
   dying right after the sink wrote batch N (``--die-after-batch``), before Spark could log
   the commit: the replay on the next start is then certain, not a matter of timing.
 """
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from job import checkpoints
-from job.errors import JobError
+from job.engine.errors import JobError
+from job.spark import checkpoints
 
 __all__ = ["KillReport", "SinkKind", "append_sink", "idempotent_sink", "kill_between_logs", "make_sink"]
 
@@ -161,7 +161,7 @@ def make_sink(kind: SinkKind, path: str, *, die_after_batch: int | None = None) 
 
 
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m job.delivery", description="a foreachBatch query over the raw Kafka records")
+    parser = argparse.ArgumentParser(prog="python -m job.drills.delivery", description="a foreachBatch query over the raw Kafka records")
     parser.add_argument("--topic-prefix", "--prefix", dest="prefix", required=True, help="topic prefix")
     parser.add_argument("--sink", choices=("append", "idempotent"), required=True)
     parser.add_argument("--output", required=True, help="s3a:// path the sink writes")
@@ -190,7 +190,11 @@ def _main(argv: list[str] | None = None) -> int:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    # bounded: the drill kills this process on purpose, and a wedged run must not outlive it
+    if not query.awaitTermination(600):
+        query.stop()
+        print("[delivery] not done after 600 s: stopped", file=sys.stderr)
+        return 1
     print(f"[delivery] done at batch {query.lastProgress and query.lastProgress['batchId']}", file=sys.stderr)
     return 0
 

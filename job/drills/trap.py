@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from job.config import JobConfig
-from job.query_progress import reached, records_between, started
+from job.spark.config import JobConfig
+from job.spark.query_progress import reached, records_between, started
 
 __all__ = ["TrapRun", "reproduce_metadata_trap", "sink_log_batches"]
 
@@ -101,7 +101,7 @@ def reproduce_metadata_trap(
     Everything lives under fresh names: topics ``<prefix>*``, the lake ``s3a://<bucket>/trap/<id>``,
     the checkpoint and ledger under ``workdir``. The job runs with policy ``resync``.
     """
-    from job import pipeline
+    from job.spark import pipeline
     from producers.run import RunConfig, Runner, new_run_id
     from sandbox.health import wait_for
 

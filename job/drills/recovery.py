@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from job.errors import JobError
+from job.engine.errors import JobError
 
 __all__ = [
     "Band",

@@ -2,7 +2,7 @@
 
 :class:`EventListener` is a ``StreamingQueryListener``: registered in a job's
 SparkSession it turns every start, progress and termination into a
-:mod:`job.watch.rules` event and hands it to a sink (a :class:`~job.watch.supervisor.Watchdog`
+:mod:`job.ops.watch.rules` event and hands it to a sink (a :class:`~job.ops.watch.supervisor.Watchdog`
 in the same process, an :class:`EventLog` file for a watchdog in another process, or
 both). ``python -m job run`` always writes the log (``<checkpoint>/events.jsonl``), so
 ``python -m job watch`` can follow a job it did not start.
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from job.query_progress import reached
-from job.watch.rules import BatchCompleted, Event, LagSample, QueryStarted, QueryTerminated, Tick
+from job.spark.query_progress import reached
+from job.ops.watch.rules import BatchCompleted, Event, LagSample, QueryStarted, QueryTerminated, Tick
 
 __all__ = ["EventListener", "EventLog", "batch_from_progress", "event_from_dict", "event_to_dict"]
 
@@ -44,7 +44,7 @@ def event_from_dict(record: dict[str, Any]) -> Event:
 
 def batch_from_progress(progress: dict[str, Any], *, at: float, query: str | None = None) -> BatchCompleted:
     """A :class:`BatchCompleted` from a query progress (its JSON as a dict): the end offsets
-    of every Kafka source merged (:func:`job.query_progress.reached`)."""
+    of every Kafka source merged (:func:`job.spark.query_progress.reached`)."""
     return BatchCompleted(
         query=query or progress.get("name") or str(progress.get("id")), at=at, batch_id=int(progress["batchId"]),
         input_rows=int(progress.get("numInputRows") or 0), end_offsets=reached(progress),

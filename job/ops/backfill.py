@@ -4,10 +4,10 @@ The streaming job archives every input record (``JobConfig.raw_path``: Parquet, 
 by topic, columns topic/partition/offset/key/value/timestamp). Kafka keeps records only for
 its retention; the archive keeps them as long as the lake does, in a columnar format that
 is cheap to scan. :func:`backfill` replays a time range of the archive through the *same*
-session core the streaming job runs (:func:`job.pipeline.apply_records`, i.e.
-:func:`job.session.step`, records in (partition, offset) order per session) as one Spark
+session core the streaming job runs (:func:`job.spark.pipeline.apply_records`, i.e.
+:func:`job.engine.session.step`, records in (partition, offset) order per session) as one Spark
 batch job, into a separate, versioned output ``<lake>/backfill/<version>/sessions-out`` in
-the job's union schema (:mod:`job.lake`). Nothing the readers see changes until that
+the job's union schema (:mod:`job.spark.lake`). Nothing the readers see changes until that
 output is merged or switched to.
 
 How a time range is replayed
@@ -60,8 +60,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from job import lake
-from job.errors import JobError
+from job.engine.errors import JobError
+from job.spark import lake
 
 __all__ = [
     "CURRENT_JOB_VERSION",
@@ -174,7 +174,7 @@ class JobVersion:
 
 
 def _core_current(frame: pd.DataFrame, *, policy: str, window: int, now_ms: int, primed: str | None) -> pd.DataFrame:
-    from job.pipeline import apply_batch
+    from job.spark.pipeline import apply_batch
 
     return apply_batch(primed, [frame], policy=policy, window=window, now_ms=now_ms)[1]
 
@@ -191,7 +191,7 @@ def _core_skips_deletes(frame: pd.DataFrame, *, policy: str, window: int, now_ms
 JOB_VERSIONS: dict[str, JobVersion] = {
     v.name: v
     for v in (
-        JobVersion("v1", "the session logic of job.session, as the streaming job runs it", _core_current),
+        JobVersion("v1", "the session logic of job.engine.session, as the streaming job runs it", _core_current),
         JobVersion("v0-skips-deletes", "a buggy release: row deletes are silently dropped from the output", _core_skips_deletes),
     )
 }
@@ -208,9 +208,8 @@ def _primed_state(session: str, first_value: bytes | None) -> str | None:
     """The state of ``session`` just before its warm-up snapshot, as if everything before that
     snapshot had been applied: epoch and next seq are the snapshot's, so it applies in
     sequence (no false gap). None when the first record is not a readable snapshot."""
+    from job.engine.session import SessionState
     from producers.contract import ContractError, Kind, decode
-
-    from job.session import SessionState
 
     try:
         message = decode(None if first_value is None else bytes(first_value))
@@ -429,7 +428,7 @@ def backfill(
     """
     from pyspark.sql import functions as F
 
-    from job.session import POLICIES
+    from job.engine.session import POLICIES
 
     began = time.monotonic()
     if policy not in POLICIES:
@@ -485,7 +484,7 @@ def backfill(
 
 
 def _integrity_line(text: str) -> str | None:
-    """The :class:`~job.errors.IntegrityError` message inside a Spark task failure, if any."""
+    """The :class:`~job.engine.errors.IntegrityError` message inside a Spark task failure, if any."""
     match = re.search(r"IntegrityError: (.+)", text)
     return match.group(1).strip() if match else None
 
@@ -580,7 +579,7 @@ class ReprocessResult:
     were switched to it (only when the report is clean)."""
 
     backfill: BackfillResult
-    report: Any  # job.verify.Report
+    report: Any  # job.verify.verifier.Report
     switched: bool
     previous: str | None
     current: str
@@ -602,7 +601,7 @@ def reprocess(
     """Replay the whole archive with ``job_version`` into ``version``, verify it against
     ``ledger`` and switch readers to it only if the verdict is clean. The output readers saw
     before is left in place either way."""
-    from job.verify_spark import verify_lake
+    from job.verify.lake_check import verify_lake
 
     result = backfill(
         spark, lake_root=lake_root, start="earliest", end="latest", version=version, raw_path=raw_path,
@@ -660,9 +659,8 @@ def run_cli(args, settings) -> int:
     if args.switch and not args.ledger:
         raise BackfillError("--switch", "the command line", "give --ledger too: readers are switched only to verified output")
     _job_version(args.job_version)
+    from job.verify.lake_check import verify_archive, verify_lake
     from sandbox.spark import spark_session
-
-    from job.verify_spark import verify_archive, verify_lake
 
     lake_root = (args.lake or f"s3a://{settings.bucket}/job").rstrip("/")
     spark = spark_session(settings, "backfill")

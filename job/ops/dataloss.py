@@ -14,7 +14,7 @@ read yet:
 The job's checkpoint says up to where each query read (``offsets/<n>`` of its last
 committed batch). :func:`unread_deleted` compares that with Kafka's log start offsets and
 returns the deleted, unread ranges as :class:`DeletedRange` (the verifier takes them:
-``job.verify.check(..., deleted=...)`` allows exactly those records as ``lost`` and the
+``job.verify.verifier.check(..., deleted=...)`` allows exactly those records as ``lost`` and the
 resync each loss causes up to its session's next snapshot). :func:`rewound_partitions`
 finds the partitions whose end went backwards, the ones ``python -m job repair
 --partitions`` must repair. :func:`retention_table` does the sources' arithmetic: time to
@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from job.errors import JobError
+from job.engine.errors import JobError
+from job.verify.verifier import KAFKA_DELETED, DeletedRange
 
 __all__ = [
     "KAFKA_DELETED",
@@ -58,36 +59,12 @@ __all__ = [
 
 Partition = tuple[str, int]
 
-#: The name the verifier gives a loss Kafka caused (a record deleted before the job read it).
-KAFKA_DELETED = "kafka-deleted"
-
-
 class RetentionError(JobError):
     """Kafka did not delete (or could not be told to keep) what a data-loss run asked for."""
 
     def __init__(self, subject: str, problem: str, fix: str) -> None:
         self.subject, self.problem, self.fix = subject, problem, fix
         super().__init__(f"{subject}: {problem}; {fix}")
-
-
-@dataclass(frozen=True, kw_only=True, order=True)
-class DeletedRange:
-    """Offsets ``[start, end)`` of ``topic[partition]`` that Kafka deleted before the job read them."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @property
-    def count(self) -> int:
-        return self.end - self.start
-
-    def contains(self, topic: str, partition: int, offset: int) -> bool:
-        return topic == self.topic and partition == self.partition and self.start <= offset < self.end
-
-    def line(self) -> str:
-        return f"{self.topic}[{self.partition}] offsets {self.start}..{self.end - 1} ({self.count} records)"
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -135,7 +112,7 @@ def committed_offsets(*query_checkpoints: str | Path) -> dict[Partition, int]:
     """Per partition, the offset up to which the given queries' last committed batches read
     (the largest, when several queries read the same partition: a wait for Kafka to delete
     past it then covers them all)."""
-    from job.repair import checkpoint_end_offsets
+    from job.spark.checkpoints import checkpoint_end_offsets
 
     out: dict[Partition, int] = {}
     for ckpt in query_checkpoints:
@@ -393,7 +370,7 @@ class QueryRun:
 
 
 def query_run(events: Sequence[object], query: str) -> QueryRun:
-    """Summarise the events (:class:`job.watch.events.EventLog` records of one ``job run``)
+    """Summarise the events (:class:`job.ops.watch.events.EventLog` records of one ``job run``)
     of the query named ``query``: only the last start and what follows it counts."""
     mine = [e for e in events if getattr(e, "query", None) == query]
     starts = [i for i, e in enumerate(mine) if type(e).__name__ == "QueryStarted"]

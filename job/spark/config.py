@@ -1,4 +1,7 @@
-"""The streaming job's typed configuration, checked before any Spark starts."""
+"""The streaming job's typed configuration, checked before any Spark starts.
+
+The policy check and :class:`~job.engine.errors.ConfigError` live in the engine, which the
+baseline and the verifier share; everything here is about the Spark query."""
 
 from __future__ import annotations
 
@@ -9,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-from job import lake
-from job.errors import JobError
-from job.session import POLICIES, Policy
+from job.engine.errors import ConfigError
+from job.engine.session import Policy, check_policy
+from job.spark import lake
 from producers.contract import TOPIC_PREFIX
 
 StartingOffsets = Literal["earliest", "latest"]
@@ -28,22 +31,6 @@ Operator = Literal["transformWithState", "transformWithStateInPandas", "applyInP
 OPERATORS: tuple[Operator, ...] = get_args(Operator)
 
 _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
-
-
-class ConfigError(JobError):
-    """A job setting that cannot work; raised before any Spark starts."""
-
-    def __init__(self, field_name: str, value: object, fix: str) -> None:
-        self.field, self.value, self.fix = field_name, value, fix
-        super().__init__(f"job config {field_name}={value!r}: {fix}")
-
-
-def check_policy(policy: str) -> Policy:
-    """``policy`` if it names an integrity policy, else ConfigError listing the choices: the
-    one check of a policy name (the job's config, the baseline and the verifier call it)."""
-    if policy not in POLICIES:
-        raise ConfigError("policy", policy, f"choose one of {', '.join(POLICIES)}")
-    return policy  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, kw_only=True)

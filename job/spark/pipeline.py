@@ -22,9 +22,10 @@ from typing import Any
 
 import pandas as pd
 
-from job import lake
-from job.config import JobConfig
-from job.query_progress import offset_total, reached, records_between
+from job.engine.errors import KafkaOffsetsError
+from job.spark import lake
+from job.spark.config import JobConfig
+from job.spark.query_progress import offset_total, reached, records_between
 
 _SESSION_KEY = "session_key"
 
@@ -53,7 +54,7 @@ def _as_dict(obj: Any) -> dict[str, Any]:
 
 
 def step_to_rows(step: Any, processed_ms: int) -> list[dict[str, Any]]:
-    """Flatten one ``job.session.Step`` into rows of the union schema."""
+    """Flatten one ``job.engine.session.Step`` into rows of the union schema."""
     out: list[dict[str, Any]] = []
     for change in step.changes:
         out.append({"output": "rows", **_as_dict(change)})
@@ -73,9 +74,9 @@ def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
 
 
 def _records(rows: Iterable[Any]):
-    """``job.session.Record`` values in (partition, offset) order, from rows with the source's
+    """``job.engine.session.Record`` values in (partition, offset) order, from rows with the source's
     columns (pandas itertuples or Spark Rows: anything with those attributes)."""
-    from job import session as sm
+    from job.engine import session as sm
 
     records = [
         sm.Record(
@@ -93,12 +94,12 @@ def apply_records(previous: bytes | None, rows: Iterable[Any], *, policy: str, w
     """One session's micro-batch, whichever Spark operator calls it.
 
     ``previous`` is the session's state as stored (bytes, see
-    :meth:`~job.session.SessionState.to_stored`) or None; ``rows`` carry the source's columns
+    :meth:`~job.engine.session.SessionState.to_stored`) or None; ``rows`` carry the source's columns
     in any order (Spark does not order rows within a group), so they are sorted by
     (partition, offset) here. Returns the new state (bytes) and the output rows (dicts in the
     union schema).
     """
-    from job import session as sm
+    from job.engine import session as sm
 
     state = None if previous is None else sm.SessionState.from_stored(previous)
     step = sm.step(state, _records(rows), policy=policy, window=window)
@@ -115,7 +116,7 @@ def apply_batch(previous: bytes | None, frames: Iterable[pd.DataFrame], *, polic
 def expire_rows(previous: bytes | None, *, now_ms: int) -> list[dict[str, Any]]:
     """An idle session's timer fired: records still held for reordering are quarantined,
     never dropped silently, and the session's last status row says ``expired``."""
-    from job import session as sm
+    from job.engine import session as sm
 
     if previous is None:
         return []
@@ -325,12 +326,19 @@ def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
 
 
 def source_end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -> dict[str, dict[str, int]]:
-    """High watermarks of every topic with the prefix, as {topic: {partition: offset}}: the
-    baseline's, in the shape of the Kafka source's progress offsets."""
-    from job.baseline import end_offsets as high_watermarks
+    """High watermarks of every topic with the prefix (:func:`producers.kafka.end_offsets`), as
+    ``{topic: {partition: offset}}``: the shape of the Kafka source's progress offsets."""
+    from confluent_kafka import KafkaException
 
+    from producers.kafka import end_offsets
+
+    try:
+        highs = end_offsets(bootstrap, topic_prefix, timeout_s=timeout_s)
+    except KafkaException as exc:
+        raise KafkaOffsetsError(bootstrap, f"cannot read the end offsets of {topic_prefix}* ({exc})",
+                                "check that Kafka answers there (python -m sandbox status)") from exc  # fmt: skip
     out: dict[str, dict[str, int]] = {}
-    for (topic, partition), high in high_watermarks(bootstrap, topic_prefix, timeout_s=timeout_s).items():
+    for (topic, partition), high in highs.items():
         out.setdefault(topic, {})[str(partition)] = high
     return out
 
@@ -358,12 +366,12 @@ def records_left(query, targets: dict[str, dict[str, int]]) -> int:
 def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float = 300.0, progress=print) -> None:
     """Wait until every query has processed everything in Kafka now, then stop them.
 
-    Raises :class:`~job.errors.IntegrityError` or :class:`~job.errors.QueryFailedError`
+    Raises :class:`~job.engine.errors.IntegrityError` or :class:`~job.engine.errors.QueryFailedError`
     when a query dies or is stopped before it got there, and
-    :class:`~job.errors.DrainTimeoutError` (with the records left) after ``timeout_s``.
+    :class:`~job.engine.errors.DrainTimeoutError` (with the records left) after ``timeout_s``.
     """
-    from job import interrupts
-    from job.errors import DrainTimeoutError
+    from job.engine import interrupts
+    from job.engine.errors import DrainTimeoutError
     from sandbox.progress import Ticker
 
     targets = source_end_offsets(bootstrap, topic_prefix)
@@ -403,8 +411,8 @@ def executor_count(query) -> int | None:
 
 def wait(query, seconds: float) -> None:
     """``awaitTermination(seconds)``, with a query's failure raised as the error a user can
-    act on (:func:`~job.errors.query_error`) instead of a Py4J-wrapped one."""
-    from job.errors import query_error
+    act on (:func:`~job.engine.errors.query_error`) instead of a Py4J-wrapped one."""
+    from job.engine.errors import query_error
 
     try:
         query.awaitTermination(seconds)
@@ -412,9 +420,28 @@ def wait(query, seconds: float) -> None:
         raise query_error(query.name, exc) from None
 
 
+def await_all(queries: list, *, timeout_s: float) -> None:
+    """Wait for queries that end by themselves (``available-now``) to terminate, all within
+    ``timeout_s``. A query's failure raises as ``awaitTermination`` raises it; one still running
+    at the deadline is stopped, with the others, and reported as a
+    :class:`~job.engine.errors.QueryFailedError` naming it: a wedged executor fails the caller
+    with a name instead of hanging it."""
+    from job.engine.errors import QueryFailedError
+
+    deadline = time.monotonic() + timeout_s
+    for query in queries:
+        if not query.awaitTermination(max(0.001, deadline - time.monotonic())):
+            for q in queries:
+                q.stop()
+            raise QueryFailedError(
+                query.name, f"had not finished after {timeout_s:.0f}s (trigger available-now)",
+                "look at its batches in the Spark UI and the driver log: an executor lost or a batch stuck",
+            )  # fmt: skip
+
+
 def raise_if_dead(query) -> None:
     """Raise the error a user can act on when ``query`` failed or was stopped."""
-    from job.errors import QueryFailedError, query_error
+    from job.engine.errors import QueryFailedError, query_error
 
     exc = query.exception()
     if exc is not None:

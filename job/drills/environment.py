@@ -9,14 +9,14 @@ Chapter 04 and its integration tests call this module; nothing here is notebook-
 - :class:`JobProcess` -- ``python -m job run`` as a subprocess in its own process group,
   so a driver kill is a real ``SIGKILL`` and a restart continues from the checkpoint.
 - :func:`run_faults` -- producers at a constant rate, the job streaming, a watchdog
-  (:func:`job.watch.follow_log`) following the job's event log, the faults one at a time,
+  (:func:`job.ops.watch.follow_log`) following the job's event log, the faults one at a time,
   then a drain and the verifier. Returns a :class:`FaultRun`.
 - :func:`outcome` and :func:`timeline` -- the pure parts: per fault, what the job did and
   how long until output flowed again, from the job's progress events; and the per-second
   records/s and lag series for the plot.
 
 How "output flowing again" is measured: the job writes one ``BatchCompleted`` event per
-micro-batch to ``<checkpoint>/events.jsonl`` (:mod:`job.watch.events`), stamped when the
+micro-batch to ``<checkpoint>/events.jsonl`` (:mod:`job.ops.watch.events`), stamped when the
 batch's progress was reported, i.e. when its output was committed. Only the sessions
 query counts (its name ends in ``-sessions``; the job's raw-archive query writes the same
 log, and the watchdog alerts for it too, which would count every fault twice). A fault's *time to
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from job.errors import JobError
-from job.query_progress import offset_total
+from job.engine.errors import JobError
+from job.spark.query_progress import offset_total
 
 __all__ = [
     "FAULTS",
@@ -168,7 +168,7 @@ def sessions_only(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: float,
             alerts: Sequence[Mapping[str, Any]] = ()) -> FaultOutcome:  # fmt: skip
     """Judge one fault from the job's event log (dicts as written by
-    :class:`job.watch.events.EventLog`) and the watchdog's alerts (:meth:`Alert.to_dict`).
+    :class:`job.ops.watch.events.EventLog`) and the watchdog's alerts (:meth:`Alert.to_dict`).
 
     - ``batches_during``: batches with input completed in ``(injected_at + GRACE_S,
       undone_at)``: a batch that was already running when the fault struck may still
@@ -369,6 +369,13 @@ def _wait(cond: Callable[[], bool], *, timeout_s: float, what: str, abort: Calla
         time.sleep(0.5)
 
 
+def _child_env() -> dict[str, str]:
+    """This environment, with the project's root (the folder holding ``job/``) first on
+    ``PYTHONPATH``, for the ``python -m job ...`` processes a run starts."""
+    root = Path(__file__).resolve().parents[2]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+
+
 def _inject(kind: FaultKind, sandbox, job: JobProcess) -> Callable[[], None]:
     """Break it now; return the operator's move that undoes it."""
     if kind == "worker-kill":
@@ -419,9 +426,9 @@ def run_faults(
     Leaves every service running and healthy. Raises :class:`EnvironmentFaultError` when
     the job does not start or does not drain.
     """
-    from job.backlog import HighWatermarks
-    from job.pipeline import source_end_offsets
-    from job.watch import JsonLinesChannel, Thresholds, follow_log, kafka_high_watermarks
+    from job.drills.backlog import HighWatermarks
+    from job.spark.pipeline import source_end_offsets
+    from job.ops.watch import JsonLinesChannel, Thresholds, follow_log, kafka_high_watermarks
     from producers.run import RunConfig, Runner
 
     for kind in kinds:
@@ -439,8 +446,7 @@ def run_faults(
                               run_id=topic_prefix.strip("-"), topic_prefix=topic_prefix))  # fmt: skip
     producing = threading.Thread(target=runner.run, name="producers", daemon=True)
     producing.start()
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    env = _child_env()
     job = JobProcess([sys.executable, "-m", "job", "run", "--topic-prefix", topic_prefix, "--output", output,
                       "--checkpoint", str(files["checkpoint"]), "--trigger", "1 second",
                       "--max-offsets-per-trigger", "5000", "--conf", "spark.sql.shuffle.partitions=4"],
@@ -528,16 +534,15 @@ def run_faults(
 
 def run_faults_in_subprocess(kinds: Sequence[FaultKind], *, work: Path, topic_prefix: str, output: str,
                              timeout_s: float = 1200.0, **options: float) -> FaultRun:  # fmt: skip
-    """:func:`run_faults` in a child process (``python -m job.environment``), its output in
+    """:func:`run_faults` in a child process (``python -m job.drills.environment``), its output in
     ``work/run.log``. A notebook uses this: Kafka's C client writes connection errors
     straight to file descriptor 2 while the broker is down, which a kernel would show as
     cell output; in a child process they land in the log. ``options`` are
     :func:`run_faults`' numeric keywords (rate, gap_s, warmup_s, stall_after_s, seed)."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    argv = [sys.executable, "-m", "job.environment", "--work", str(work), "--topic-prefix", topic_prefix, "--output", output,
+    env = _child_env()
+    argv = [sys.executable, "-m", "job.drills.environment", "--work", str(work), "--topic-prefix", topic_prefix, "--output", output,
             "--faults", ",".join(kinds)] + [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]  # fmt: skip
     with (work / "run.log").open("ab") as log:
         done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
@@ -549,13 +554,13 @@ def run_faults_in_subprocess(kinds: Sequence[FaultKind], *, work: Path, topic_pr
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m job.environment``: one fault run on the sandbox of ``OSL_STATE_DIR``;
+    """``python -m job.drills.environment``: one fault run on the sandbox of ``OSL_STATE_DIR``;
     writes ``<work>/result.json`` (:meth:`FaultRun.to_json`)."""
     import argparse
 
     from sandbox import Settings, open_sandbox
 
-    parser = argparse.ArgumentParser(prog="python -m job.environment", description=run_faults.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m job.drills.environment", description=run_faults.__doc__.split("\n")[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--topic-prefix", required=True)
     parser.add_argument("--output", required=True)

@@ -1,11 +1,11 @@
 """The archive check: every record Kafka acknowledged must be in the job's raw archive.
 
-Backfill (:mod:`job.backfill`) rebuilds output from the archive alone once the broker's
+Backfill (:mod:`job.ops.backfill`) rebuilds output from the archive alone once the broker's
 copy is gone, so the archive is only as good as it is complete. :func:`check_archive` is
 pure (pandas, no Spark): it compares the ledger's delivered records (outcome ``ok``, which
 carry the partition and offset Kafka gave them) with the archive's ``(topic, partition,
 offset)`` and reports each delivered record that is missing, with its session and seq.
-:func:`job.verify_spark.verify_archive` reads the archive through Spark and calls it.
+:func:`job.verify.lake_check.verify_archive` reads the archive through Spark and calls it.
 """
 
 from __future__ import annotations

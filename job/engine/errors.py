@@ -11,9 +11,11 @@ import re
 
 __all__ = [
     "BaselineError",
+    "ConfigError",
     "DataLossError",
     "DrainTimeoutError",
     "IntegrityError",
+    "KafkaOffsetsError",
     "JobError",
     "LakeError",
     "QueryFailedError",
@@ -77,6 +79,14 @@ def _rebuild_integrity(fields: dict) -> IntegrityError:
     return IntegrityError(**{k: fields[k] for k in keep})
 
 
+class ConfigError(JobError):
+    """A job setting that cannot work; raised before any Spark starts."""
+
+    def __init__(self, field_name: str, value: object, fix: str) -> None:
+        self.field, self.value, self.fix = field_name, value, fix
+        super().__init__(f"job config {field_name}={value!r}: {fix}")
+
+
 class StateError(JobError, ValueError):
     """A stored session state cannot be read back (written by another version, or damaged)."""
 
@@ -91,6 +101,14 @@ class BaselineError(JobError):
     def __init__(self, bootstrap: str, problem: str, fix: str) -> None:
         self.bootstrap, self.problem, self.fix = bootstrap, problem, fix
         super().__init__(f"baseline consumer on {bootstrap}: {problem}; {fix}")
+
+
+class KafkaOffsetsError(JobError):
+    """Kafka did not say where its topics end (the job's drain and its watchdog ask)."""
+
+    def __init__(self, bootstrap: str, problem: str, fix: str) -> None:
+        self.bootstrap, self.problem, self.fix = bootstrap, problem, fix
+        super().__init__(f"Kafka at {bootstrap}: {problem}; {fix}")
 
 
 class UsageError(JobError, ValueError):
@@ -172,7 +190,7 @@ class DataLossError(JobError):
             f"(KAFKA_DATA_LOSS.{reason}: {detail}); retention deleted them while the job was down, or the broker lost "
             f"the partition's log. Either restore them to Kafka and run again, or accept the loss: run with "
             f"--no-fail-on-data-loss (the job skips to the oldest record Kafka has; each session that lost records is "
-            f"quarantined until its next snapshot) and list what was lost with job.dataloss.unread_deleted "
+            f"quarantined until its next snapshot) and list what was lost with job.ops.dataloss.unread_deleted "
             f"(checkpoint vs Kafka's log start offsets) and the verifier; Spark names only the first partition it hit"
         )
 

@@ -1,0 +1,10 @@
+"""The operator's tools, run against a live or stopped job.
+
+- :mod:`job.ops.repair` — the six-step repair of a checkpoint and an output that disagree.
+- :mod:`job.ops.backfill` — replay the raw archive into versioned output.
+- :mod:`job.ops.dataloss` — what Kafka's retention deleted before the job read it.
+- :mod:`job.ops.watch` — the watchdog: failed, stalled or lagging queries, told to a human.
+
+May import: :mod:`job.verify`, :mod:`job.spark`, :mod:`job.engine`, ``producers``. Never
+the drills or the command line.
+"""

@@ -1,0 +1,12 @@
+"""The streaming job on Spark: the Kafka source, the stateful operator around the engine,
+the file sink's layout, the checkpoint and the query progress.
+
+- :mod:`job.spark.config` — :class:`~job.spark.config.JobConfig`, checked before Spark starts.
+- :mod:`job.spark.pipeline` — start, drain and stop the query.
+- :mod:`job.spark.lake` — the lake's layout and its readers (through the sink's log).
+- :mod:`job.spark.checkpoints` — what a checkpoint holds: offsets, commits, state, sink log.
+- :mod:`job.spark.query_progress` — the one reader of a query progress's Kafka offsets.
+
+May import: :mod:`job.engine`, ``producers``. Never the verifier, the operator's tools, the
+drills or the baseline.
+"""
