@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick test-compose docker up down status bench bench-job bench-session bench-recovery lock clean
+.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-session bench-recovery lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -28,8 +28,14 @@ test-compose: bootstrap
 docker:
 	bash scripts/ensure-docker.sh
 
+# Contributors' lanes (CI still runs everything): the units alone, no services (about a minute);
+# then the units, the quick integration tests on one sandbox start, and chapters 01-02.
 test-quick: bootstrap
 	$(BIN)/python -m pytest -m "not slow and not integration and not notebook" $(PYTEST_ARGS)
+
+test-fast: bootstrap
+	$(BIN)/python -m pytest -m "not compose and (not slow or notebook)" tests \
+	  notebooks/01-snapshot-update-producers.ipynb notebooks/02-the-stateful-job.ipynb $(PYTEST_ARGS)
 
 up: bootstrap
 	$(BIN)/python -m sandbox up

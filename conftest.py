@@ -20,6 +20,29 @@ os.environ.setdefault("OSL_BACKEND", "local")
 os.environ.setdefault("IPYTHONDIR", str(ROOT / "tests" / "ipython"))
 
 
+def _hypothesis_profiles() -> None:
+    """``ci`` (when CI is set): derandomized, so a CI failure reproduces on any machine with the
+    same code, and every failure prints the blob that replays it (``@reproduce_failure``).
+    ``dev`` (otherwise): random, so local runs keep exploring; failures print their blob too.
+    ``HYPOTHESIS_PROFILE`` picks one by name."""
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+    settings.register_profile("dev", print_blob=True, deadline=None)  # two cores: timing is no verdict
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+_hypothesis_profiles()
+
+
+def pytest_report_header(config):
+    from hypothesis import settings
+
+    profile = settings._current_profile  # noqa: SLF001 - the name is only kept there
+    return f"hypothesis profile: {profile} (derandomize={settings.default.derandomize}); timeout: {config.getini('timeout')} s per test"
+
+
 def _test_sandbox():
     from sandbox import Settings, open_sandbox
 
@@ -36,6 +59,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.notebook)
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.slow)
+            # one item per cell; nbval's own --nbval-cell-timeout is 900 s too
+            item.add_marker(pytest.mark.timeout(900))
 
 
 def stop_test_spark() -> None:

@@ -13,7 +13,10 @@
 #               same tags: Debian's minbase rootfs from `debootstrap` turned into an image by
 #               `docker import`, and Go's toolchain (the module the go command itself downloads
 #               toolchains as) on top of it, so the same FROM lines work on both kinds of machine.
-# Exit status 1 with a one-line reason where an engine cannot be had.
+# Exit status: 0 ready; 3 with a one-line reason where no engine can be had here (not root, no
+# apt, no dockerd that answers): the only case a caller may skip the compose lane; 1 for any
+# failure once an engine answers (the plugin build, a base image), naming the step: a broken
+# step must fail CI, not read as "no engine".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +27,8 @@ CACHE_ROOT="${OSL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ordered-stream-lab}
 
 say() { printf '[ensure-docker] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+# No Docker engine can be had on this machine: the one skippable outcome (exit 3).
+no_engine() { say "no engine: $*"; exit 3; }
 have() { command -v "$1" >/dev/null 2>&1; }
 engine_answers() { have docker && timeout 15 docker info --format '{{.ServerVersion}}' >/dev/null 2>&1; }
 is_root_debian() { [[ "$(id -u)" == 0 ]] && have apt-get && [[ -r /etc/debian_version ]]; }
@@ -51,15 +56,15 @@ ensure_engine() {
     return 1
   fi
   if ! have dockerd; then
-    is_root_debian || die "no Docker engine answers and this is not root on Debian/Ubuntu, so none is installed here: \
+    is_root_debian || no_engine "no Docker engine answers and this is not root on Debian/Ubuntu, so none is installed here: \
 install Docker (https://docs.docker.com/engine/install/) and start it, or use OSL_BACKEND=local"
     say "engine: installing Debian's docker.io (apt-get)"
-    apt_install docker.io ca-certificates iptables || die "apt-get install docker.io failed; install Docker by hand or use OSL_BACKEND=local"
+    apt_install docker.io ca-certificates iptables || no_engine "apt-get install docker.io failed; install Docker by hand or use OSL_BACKEND=local"
   fi
   if pgrep -x dockerd >/dev/null 2>&1; then
     say "engine: dockerd runs but does not answer yet; waiting"
   else
-    [[ "$(id -u)" == 0 ]] || die "dockerd is installed but not running, and only root can start it: \
+    [[ "$(id -u)" == 0 ]] || no_engine "dockerd is installed but not running, and only root can start it: \
 \`sudo systemctl start docker\` (or \`sudo dockerd &\`), or use OSL_BACKEND=local"
     say "engine: starting dockerd (log: $DOCKERD_LOG)"
     mkdir -p "$(dirname "$DOCKERD_LOG")"
@@ -70,7 +75,7 @@ install Docker (https://docs.docker.com/engine/install/) and start it, or use OS
     engine_answers && { say "engine: Docker $(docker info --format '{{.ServerVersion}}') started"; return 0; }
     sleep 1
   done
-  die "dockerd did not answer within 60s: $(grep -iE 'level=(fatal|error)|failed to start' "$DOCKERD_LOG" 2>/dev/null | tail -n1 | cut -c1-300 || true) \
+  no_engine "dockerd did not answer within 60s: $(grep -iE 'level=(fatal|error)|failed to start' "$DOCKERD_LOG" 2>/dev/null | tail -n1 | cut -c1-300 || true) \
 (full log: $DOCKERD_LOG); use OSL_BACKEND=local on this machine"
 }
 
@@ -82,7 +87,9 @@ ensure_plugin() {
   fi
   ((CHECK_ONLY)) && { say "plugin: docker compose is missing (scripts/ensure-compose-plugin.sh builds it)"; return 1; }
   say "plugin: docker compose is missing; building it from its Go module (once, several minutes)"
-  nice -n 10 bash scripts/ensure-compose-plugin.sh
+  nice -n 10 bash scripts/ensure-compose-plugin.sh \
+    || die "plugin: scripts/ensure-compose-plugin.sh failed (its [compose-plugin] lines above say at which step)"
+  docker compose version >/dev/null 2>&1 || die "plugin: built, but \`docker compose version\` still fails"
 }
 
 # ------------------------------------------------------------------------------- base images
@@ -162,6 +169,7 @@ ensure_bases() {
   return $missing
 }
 
+# Plain calls, not `f || exit 1`: a function run on the left of || runs without errexit.
 ensure_engine
 ensure_plugin
 ensure_bases

@@ -136,12 +136,6 @@ def incarnation_reads(events: list[dict]) -> list[int]:
     return reads
 
 
-def test_incarnation_reads_count_each_process_batches_from_its_start():
-    events = [{"ms": 1, "start": True}, {"ms": 2, "rows": 5}, {"ms": 3, "rows": 2},
-              {"ms": 4, "start": True}, {"ms": 6, "rows": 9}, {"ms": 5, "rows": 1}]  # fmt: skip
-    assert incarnation_reads(events) == [7, 10]
-
-
 @pytest.mark.integration
 @pytest.mark.slow
 def test_killed_baseline_is_restarted_detected_recovered_and_verified_on_real_kafka(rb, sandbox, tmp_path):

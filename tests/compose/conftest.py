@@ -30,6 +30,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.compose)
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.slow)
+            # the first test pays for the image build (about 4 min from an empty build cache)
+            item.add_marker(pytest.mark.timeout(1200))
 
 
 def why_no_compose() -> str | None:

@@ -1,7 +1,7 @@
 """Fixtures for the producers' tests: factory closures, no services.
 
 ``memory_transport`` is a stand-in broker for unit tests of the run loop only; the
-integration tests in ``test_kafka_integration.py`` use the sandbox's real Kafka.
+integration tests in ``test_producers_kafka_integration.py`` use the sandbox's real Kafka.
 """
 
 from __future__ import annotations

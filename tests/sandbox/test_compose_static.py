@@ -1,7 +1,8 @@
-"""The Docker Compose side, checked without a Docker engine.
+"""The Docker Compose side, checked without a Docker engine and without the network.
 
-``docker compose config`` validates and resolves the compose file (the CLI plugin is built from
-its Go module by ``scripts/ensure-compose-plugin.sh`` when missing); ``ComposeBackend`` is checked,
+(What needs the compose plugin or Go modules, ``docker compose config`` and the BuildKit
+check of the Dockerfile, runs in the compose lane: ``tests/compose/test_compose_tools.py``.)
+``ComposeBackend`` is checked,
 with ``subprocess`` replaced by a recorder, for the exact ``docker compose`` commands it runs (its
 protocol compliance is in ``test_backend_protocol.py``, with the local backend's); the in-container healthchecks run against fake HTTP servers.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -48,173 +48,9 @@ def make_settings(tmp_path: Path, *, offset: int = 0, **overrides: object) -> Se
     )  # fmt: skip
 
 
-# --------------------------------------------------------------------- docker compose config
-def _installed_compose() -> list[str] | None:
-    """A working compose CLI without building one: the docker plugin, or the plugin binary alone."""
-    if shutil.which("docker"):
-        probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
-        if probe.returncode == 0:
-            return ["docker", "compose"]
-    plugin = Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "cli-plugins" / "docker-compose"
-    if plugin.exists() and subprocess.run([str(plugin), "version"], capture_output=True).returncode == 0:
-        return [str(plugin)]
-    return None
-
-
-def _compose_config(
-    cli: list[str], env_overrides: dict[str, str], tmp_path: Path, *args: str
-) -> subprocess.CompletedProcess:
-    # A clean environment and an empty env file: neither the developer's shell nor a local .env
-    # may change what is checked.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OSL_")} | env_overrides
-    empty_env_file = tmp_path / "empty.env"
-    empty_env_file.write_text("")
-    return subprocess.run(
-        [*cli, "--file", str(COMPOSE_FILE), "--project-directory", str(ROOT),
-         "--env-file", str(empty_env_file), "config", *args],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
-
-
-def _check_resolved_model(cli: list[str], tmp_path: Path) -> None:
-    assert _compose_config(cli, {}, tmp_path, "-q").returncode == 0
-    for offset in (0, 10000):
-        settings = make_settings(tmp_path, offset=offset)
-        proc = _compose_config(cli, compose_environment(settings), tmp_path, "--format", "json")
-        assert proc.returncode == 0, proc.stderr
-        model = json.loads(proc.stdout)
-        published = {}
-        for name, service in model["services"].items():
-            for port in service.get("ports", []):
-                assert port["host_ip"] == "127.0.0.1", (name, port)
-                published.setdefault(name, set()).add(int(port["published"]))
-        p = settings.ports
-        assert published == {
-            "kafka": {p.kafka},
-            "minio": {p.minio, p.minio_console},
-            "spark-master": {p.spark_master, p.spark_master_ui},
-            "spark-worker-1": {p.worker_ui(1)},
-            "spark-worker-2": {p.worker_ui(2)},
-            "jupyter": {p.jupyter, 4040 + offset},
-        }
-        kafka_env = model["services"]["kafka"]["environment"]
-        # What a client on this machine is told to connect to must be the published port.
-        assert f"HOST://127.0.0.1:{p.kafka}" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
-        assert "DOCKER://kafka:19092" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
-        assert model["services"]["minio"]["environment"]["MINIO_ROOT_PASSWORD"] == settings.s3_secret_key
-
-
-def test_compose_config_resolves_with_localhost_ports_that_follow_settings(tmp_path):
-    cli = _installed_compose()
-    if cli is None:
-        pytest.skip(
-            "no docker compose plugin installed; scripts/ensure-compose-plugin.sh builds one "
-            "(the slow test test_ensure_compose_plugin_builds_a_plugin_that_validates_the_compose_file runs it)"
-        )
-    _check_resolved_model(cli, tmp_path)
-
-
-@pytest.mark.slow
-def test_ensure_compose_plugin_builds_a_plugin_that_validates_the_compose_file(tmp_path):
-    if _installed_compose() is None and shutil.which("go") is None:
-        pytest.skip("neither a docker compose plugin nor Go (needed to build one) is installed")
-    first = subprocess.run(["bash", str(ENSURE_PLUGIN)], capture_output=True, text=True, timeout=3600)
-    assert first.returncode == 0, first.stderr
-    cli = _installed_compose()
-    assert cli is not None, first.stderr
-    _check_resolved_model(cli, tmp_path)
-    again = subprocess.run(["bash", str(ENSURE_PLUGIN)], capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0 and "building" not in again.stderr, again.stderr
-
-
 def test_ensure_compose_plugin_script_is_valid_bash():
     assert subprocess.run(["bash", "-n", str(ENSURE_PLUGIN)], capture_output=True).returncode == 0
     assert os.access(ENSURE_PLUGIN, os.X_OK)
-
-
-# ------------------------------------------------------------------- Dockerfile -> BuildKit LLB
-#: Converts docker/Dockerfile to BuildKit's LLB for each target with BuildKit's own Dockerfile
-#: frontend (the code `docker build` runs), resolving base images to empty configs instead of
-#: asking a registry. Any parse error, unknown stage, bad RUN --mount option or lint warning fails.
-_LLB_CHECK_GO = r"""
-package main
-
-import (
-	"context"
-	"fmt"
-	"os"
-
-	"github.com/moby/buildkit/client/llb/sourceresolver"
-	"github.com/moby/buildkit/frontend/dockerfile/dockerfile2llb"
-	"github.com/moby/buildkit/frontend/dockerfile/parser"
-	"github.com/moby/buildkit/frontend/dockerui"
-	digest "github.com/opencontainers/go-digest"
-)
-
-type offlineResolver struct{}
-
-func (offlineResolver) ResolveImageConfig(ctx context.Context, ref string, opt sourceresolver.Opt) (string, digest.Digest, []byte, error) {
-	fmt.Printf("base image %s\n", ref)
-	cfg := `{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/local/bin:/usr/bin:/bin"]},"rootfs":{"type":"layers"}}`
-	return ref, digest.FromString(ref), []byte(cfg), nil
-}
-
-func main() {
-	ctx := context.Background()
-	dt, err := os.ReadFile(os.Args[1])
-	if err != nil {
-		panic(err)
-	}
-	failed := false
-	for _, target := range os.Args[2:] {
-		st, img, _, _, err := dockerfile2llb.Dockerfile2LLB(ctx, dt, dockerfile2llb.ConvertOpt{
-			Config:       dockerui.Config{Target: target, BuildArgs: map[string]string{"OSL_UID": "1000"}},
-			MetaResolver: offlineResolver{},
-			Warn: func(rule, description, url, msg string, location []parser.Range) {
-				fmt.Printf("lint warning %s: %s (%v)\n", rule, msg, location)
-				failed = true
-			},
-		})
-		if err == nil {
-			_, err = st.Marshal(ctx)
-		}
-		if err != nil {
-			fmt.Printf("target %s: %v\n", target, err)
-			failed = true
-			continue
-		}
-		fmt.Printf("target %s: user=%s cmd=%v entrypoint=%v env=%v\n", target, img.Config.User, img.Config.Cmd, img.Config.Entrypoint, img.Config.Env)
-	}
-	if failed {
-		os.Exit(1)
-	}
-}
-"""
-#: BuildKit as vendored by the pinned compose plugin, whose dependencies the Go proxy serves.
-_BUILDKIT = "github.com/moby/buildkit@v0.25.1"
-
-
-@pytest.mark.slow
-def test_dockerfile_converts_to_buildkit_llb_for_both_targets_without_lint_warnings(tmp_path):
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("Go is not installed; it builds the BuildKit Dockerfile frontend for this check")
-    (tmp_path / "main.go").write_text(_LLB_CHECK_GO)
-    for step in (["mod", "init", "llbcheck"], ["get", _BUILDKIT], ["mod", "tidy"], ["build", "-o", "llbcheck", "."]):
-        proc = subprocess.run([go, *step], cwd=tmp_path, capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, f"go {' '.join(step)}: {proc.stderr[-2000:]}"
-    dockerfile = ROOT / "docker" / "Dockerfile"
-    proc = subprocess.run(
-        [str(tmp_path / "llbcheck"), str(dockerfile), "minio", "spark"], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    from sandbox import versions
-
-    assert f"base image docker.io/library/{versions.GO_IMAGE}" in proc.stdout
-    assert f"base image docker.io/library/{versions.DEBIAN_IMAGE}" in proc.stdout
-    assert "target minio: user=sandbox cmd=[server /data" in proc.stdout
-    assert "target spark: user=sandbox" in proc.stdout
-    assert "OSL_CACHE_DIR=/opt/osl-cache" in proc.stdout
 
 
 # --------------------------------------------------------------------- compose file content
