@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Re-execute the workbook against the test sandbox and store the outputs nbval compares with.
-# Run it after changing a chapter; review the diff before committing.
+# All chapters in one run (the default, and what tests/test_notebook_records.py requires: one
+# run id across the chapters), each stamped with its run, time and code fingerprint
+# (scripts/notebook_stamp.py). Prints each chapter's time and the total. Review the diff
+# before committing; never edit stored outputs by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The test sandbox by default; OSL_STATE_DIR / OSL_PORT_OFFSET pick another (e.g. while a test
@@ -8,8 +11,18 @@ cd "$(dirname "$0")/.."
 export OSL_STATE_DIR="${OSL_STATE_DIR:-$PWD/.sandbox-test}" OSL_PORT_OFFSET="${OSL_PORT_OFFSET:-10000}"
 export OSL_BACKEND=local IPYTHONDIR="$PWD/tests/ipython"
 [ $# -gt 0 ] || set -- notebooks/*.ipynb
+run_id="rec-$(date -u +%Y%m%dT%H%M%SZ)-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+started=$SECONDS
+times=()
 for nb in "$@"; do
-  echo "recording $nb"
+  echo "recording $nb (run $run_id)"
+  t0=$SECONDS
   (cd "$(dirname "$nb")" && ../.venv/bin/jupyter nbconvert --to notebook --execute --inplace \
      --ExecutePreprocessor.timeout=900 "$(basename "$nb")")
+  .venv/bin/python scripts/notebook_stamp.py "$nb" "$run_id" "$((SECONDS - t0))"
+  times+=("$(printf '%5ds  %s' "$((SECONDS - t0))" "$(basename "$nb")")")
+  echo "recorded $nb in $((SECONDS - t0))s"
 done
+echo "---- per chapter (run $run_id)"
+printf '%s\n' "${times[@]}"
+echo "total: $((SECONDS - started))s for $# chapters"

@@ -1,6 +1,7 @@
 """Environmental faults against a running job: inject them on the sandbox, measure the recovery.
 
-Chapter 04 and its integration tests call this module; nothing here is notebook-only.
+Chapter 04 calls this module (under nbval it is the integration test of the five faults);
+the pure parts are unit-tested in tests/job/test_environment_units.py.
 
 - :data:`FAULTS` -- the faults, as data: what each one breaks, how long it is held and
   what a correct job does about it. The sandbox's own fault actions do the breaking
@@ -61,8 +62,13 @@ __all__ = [
     "timeline",
 ]
 
-#: Seconds after an injection during which a completed batch is taken for one already in flight.
+#: For event logs written before batches carried their trigger time (``started_at``): seconds
+#: after an injection during which a completed batch is taken for one already in flight.
 GRACE_S = 5.0
+
+#: Batches with input that started after a fault the job can absorb and committed while it
+#: lasted: once the job has shown this many, it kept going, and the fault is undone.
+KEPT_GOING_BATCHES = 2
 
 #: The suffix of the sessions query's name (``JobConfig.name`` + ``-sessions``): the query judged.
 SESSIONS_QUERY_SUFFIX = "-sessions"
@@ -77,9 +83,11 @@ class EnvironmentFaultError(JobError):
 
 @dataclass(frozen=True, kw_only=True)
 class EnvFault:
-    """One environmental fault: ``kind`` names it, ``hold_s`` is how long it lasts before the
-    operator's move undoes it, ``blocks`` says whether the job can make output while it
-    lasts (it decides where :func:`outcome` measures from). ``damage`` and ``expected`` are
+    """One environmental fault: ``kind`` names it, ``blocks`` says whether the job can make
+    output while it lasts (it decides where :func:`outcome` measures from and how long it is
+    held). A fault that blocks is held ``hold_s``, the outage's length; one the job can absorb
+    is held until the job has committed :data:`KEPT_GOING_BATCHES` batches begun after it
+    struck, ``hold_s`` at most (past that, the job "waited"). ``damage`` and ``expected`` are
     the prose the chapter prints: what breaks, and what a correct job does."""
 
     kind: FaultKind
@@ -89,15 +97,16 @@ class EnvFault:
     expected: str
 
 
-#: The faults, registered by name. Hold times are long enough to outlast a micro-batch
-#: (trigger 1 s, a batch takes 1-4 s on two cores) and the watchdog's stall threshold. A worker
-#: kill holds 20 s: with 10 s, the restarted worker's JVM start competed with the job's recovery
-#: for the two cores, and once in CI no batch completed before the worker was back.
+#: The faults, registered by name. A blocking fault's outage outlasts a micro-batch (trigger
+#: 1 s, a batch takes 1-4 s on two cores) and the watchdog's stall threshold. A fault the job
+#: absorbs is held until the job's own events show it carried on (no fixed sleep decides: a
+#: fixed 10 s hold flaked in CI when the restarted worker's JVM start competed with the job's
+#: recovery for the two cores); its ``hold_s`` is only the bound.
 FAULTS: dict[str, EnvFault] = {
     f.kind: f
     for f in (
-        EnvFault(kind="worker-kill", hold_s=20.0, blocks=False,
-                 damage="SIGKILL of spark-worker-1 and its executor; restarted after hold_s",
+        EnvFault(kind="worker-kill", hold_s=60.0, blocks=False,
+                 damage="SIGKILL of spark-worker-1 and its executor; restarted once the job committed 2 batches without it",
                  expected="Spark re-runs the lost tasks on the surviving executor; the query never fails"),
         EnvFault(kind="broker-kill", hold_s=20.0, blocks=True,
                  damage="SIGKILL of the only Kafka broker; started again after hold_s (its log is on disk)",
@@ -105,8 +114,8 @@ FAULTS: dict[str, EnvFault] = {
         EnvFault(kind="minio-pause", hold_s=25.0, blocks=True,
                  damage="SIGSTOP of MinIO (the file sink's object store) for hold_s, then SIGCONT",
                  expected="sink writes hang: no batch commits while paused, the batch in flight completes after"),
-        EnvFault(kind="master-kill", hold_s=15.0, blocks=False,
-                 damage="SIGKILL of the Spark master; started again after hold_s (recovery mode FILESYSTEM)",
+        EnvFault(kind="master-kill", hold_s=60.0, blocks=False,
+                 damage="SIGKILL of the Spark master; started again once the job committed 2 batches without it (recovery mode FILESYSTEM)",
                  expected="driver and executors talk directly and keep going; the new master recovers app and workers"),
         EnvFault(kind="driver-kill", hold_s=5.0, blocks=True,
                  damage="SIGKILL of the job's driver process group; the operator restarts it after hold_s",
@@ -156,6 +165,21 @@ def _batches(events: Sequence[Mapping[str, Any]]) -> list[tuple[float, int, int]
     return sorted(out)
 
 
+def begun_after(events: Sequence[Mapping[str, Any]], moment: float, *, until: float = float("inf")) -> int:
+    """Batches with input that began after ``moment`` (epoch s) and committed before ``until``:
+    work the job did after something happened, not a batch already in flight finishing. Uses
+    each batch's trigger time; an event without one counts when it completed more than
+    :data:`GRACE_S` after ``moment``."""
+    count = 0
+    for e in events:
+        if not _is_batch(e) or not e.get("input_rows"):
+            continue
+        began = e.get("started_at")
+        after = float(began) > moment if began is not None else float(e["at"]) > moment + GRACE_S
+        count += after and float(e["at"]) < until
+    return count
+
+
 def _is_batch(event: Mapping[str, Any]) -> bool:
     return event.get("type") == "BatchCompleted"
 
@@ -170,9 +194,9 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     """Judge one fault from the job's event log (dicts as written by
     :class:`job.ops.watch.events.EventLog`) and the watchdog's alerts (:meth:`Alert.to_dict`).
 
-    - ``batches_during``: batches with input completed in ``(injected_at + GRACE_S,
-      undone_at)``: a batch that was already running when the fault struck may still
-      finish in the first seconds, which says nothing about the job working *through* it;
+    - ``batches_during``: batches with input that began after ``injected_at`` and committed
+      before ``undone_at`` (:func:`begun_after`): a batch that was already running when the
+      fault struck may still finish, which says nothing about the job working *through* it;
     - ``behaviour``: "failed, restarted from the checkpoint" when the job process died,
       else "kept going" when batches completed during the fault, else "waited";
     - ``time_to_flow_s``: see the module docstring; only batches before ``horizon`` count;
@@ -183,7 +207,7 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     if spec is None:
         raise EnvironmentFaultError(f"fault kind {fault.kind!r} is unknown; use one of {sorted(FAULTS)}")
     productive = [(at, rows) for at, _, rows in _batches(events) if rows > 0]
-    during = sum(1 for at, _ in productive if fault.injected_at + GRACE_S < at < fault.undone_at)
+    during = begun_after(events, fault.injected_at, until=fault.undone_at)
     reference = fault.undone_at if spec.blocks else fault.injected_at
     first = next((at for at, _ in productive if reference < at < horizon), None)
     before = [at for at, _ in productive if at <= fault.injected_at]
@@ -359,14 +383,30 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _wait(cond: Callable[[], bool], *, timeout_s: float, what: str, abort: Callable[[], str | None] = lambda: None) -> None:
+def _until(cond: Callable[[], bool], *, timeout_s: float) -> bool:
+    """Poll ``cond`` (every 0.2 s) until it holds; False when ``timeout_s`` passed first. The
+    deadline only bounds a wait on an event; it never decides an outcome by itself."""
     deadline = time.monotonic() + timeout_s
     while not cond():
-        if (why := abort()) is not None:
-            raise EnvironmentFaultError(f"waiting for {what}: {why}")
         if time.monotonic() > deadline:
-            raise EnvironmentFaultError(f"waiting for {what}: not within {timeout_s:g} s")
-        time.sleep(0.5)
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _wait(cond: Callable[[], bool], *, timeout_s: float, what: str, abort: Callable[[], str | None] = lambda: None) -> None:
+    why: list[str] = []
+
+    def done() -> bool:
+        if (reason := abort()) is not None:
+            why.append(reason)
+            return True
+        return cond()
+
+    if not _until(done, timeout_s=timeout_s):
+        raise EnvironmentFaultError(f"waiting for {what}: not within {timeout_s:g} s")
+    if why:
+        raise EnvironmentFaultError(f"waiting for {what}: {why[0]}")
 
 
 def _child_env() -> dict[str, str]:
@@ -404,8 +444,8 @@ def run_faults(
     topic_prefix: str,
     output: str,
     rate: float = 100.0,
-    gap_s: float = 15.0,
-    warmup_s: float = 10.0,
+    warmup_batches: int = 3,
+    recover_within_s: float = 180.0,
     stall_after_s: float = 10.0,
     seed: int = 4,
     say: Callable[[str], None] = lambda line: None,
@@ -414,9 +454,13 @@ def run_faults(
 
     Producers send ``rate`` messages/s to fresh topics ``topic_prefix*`` (2 sites, ledger
     in ``work/ledger``) for the whole run; the job (``python -m job run``, trigger 1 s,
-    checkpoint ``work/checkpoint``) writes ``output``. After the job's first batch with
-    input and ``warmup_s``, each fault is injected, held for its ``hold_s``, undone, and
-    followed by ``gap_s`` of normal running. If the job process is dead once a fault is
+    checkpoint ``work/checkpoint``) writes ``output``. Every wait is on the job's own events
+    (its batches in ``events.jsonl``, each with its trigger time), with a deadline only as the
+    failure bound: after ``warmup_batches`` batches with input, each fault is injected and
+    held (:class:`EnvFault`: a blocking one for its ``hold_s``; one the job can absorb until
+    the job committed :data:`KEPT_GOING_BATCHES` batches begun after it, ``hold_s`` at most),
+    undone, and the next fault waits until a batch begun after the undo has committed (output
+    flows again; at most ``recover_within_s``). If the job process is dead once a fault is
     undone (its query failed, or it was the driver kill), it is started again from the
     checkpoint, as an operator would. A watchdog follows the event log (stall after
     ``stall_after_s``; driver pid watched) and writes alerts to ``work/alerts.jsonl``.
@@ -427,8 +471,8 @@ def run_faults(
     the job does not start or does not drain.
     """
     from job.drills.backlog import HighWatermarks
-    from job.spark.pipeline import source_end_offsets
     from job.ops.watch import JsonLinesChannel, Thresholds, follow_log, kafka_high_watermarks
+    from job.spark.pipeline import source_end_offsets
     from producers.run import RunConfig, Runner
 
     for kind in kinds:
@@ -440,7 +484,7 @@ def run_faults(
     bootstrap = settings.endpoints().kafka_bootstrap
     files = {"ledger": work / "ledger", "checkpoint": work / "checkpoint", "events": work / "checkpoint" / "events.jsonl",
              "alerts": work / "alerts.jsonl", "job_log": work / "job.log", "verdict": work / "verdict.json"}  # fmt: skip
-    duration = warmup_s + sum(FAULTS[k].hold_s + gap_s for k in kinds) + 600  # stopped explicitly below
+    duration = sum(FAULTS[k].hold_s + recover_within_s for k in kinds) + 900  # stopped explicitly below
     runner = Runner(RunConfig(ledger=str(files["ledger"]), bootstrap=bootstrap, sites=2, sessions=1, rate=rate,
                               duration=duration, session_length=10**6, snapshot_every=200, seed=seed,
                               run_id=topic_prefix.strip("-"), topic_prefix=topic_prefix))  # fmt: skip
@@ -455,8 +499,14 @@ def run_faults(
     # a dead broker is a gap in the series (None), not a crash: chapter 04's plot shows it
     highs = HighWatermarks(bootstrap, topic_prefix, interval_s=1.0, timeout_s=2.0, gaps=True)
 
+    def logged() -> list[dict[str, Any]]:
+        return sessions_only(_read_jsonl(files["events"]))
+
     def productive() -> bool:
-        return any(_is_batch(e) and e.get("input_rows") for e in sessions_only(_read_jsonl(files["events"])))
+        return begun_after(logged(), 0.0) > 0
+
+    def flowing_since(moment: float) -> bool:
+        return begun_after(logged(), moment) > 0 or not job.alive
 
     watching = threading.Event()
     dog_box: dict[str, Any] = {}
@@ -475,13 +525,21 @@ def run_faults(
             name="watchdog", daemon=True)  # fmt: skip
         dog_thread.start()
         start = time.time()
-        time.sleep(warmup_s)
+        _wait(lambda: begun_after(logged(), 0.0) >= warmup_batches, timeout_s=300,
+              what=f"{warmup_batches} batches with input before the first fault",
+              abort=lambda: None if job.alive else f"the job exited ({job.returncode}): {job.tail()}")  # fmt: skip
         for kind in kinds:
             spec = FAULTS[kind]
             injected_at = time.time()
             say(f"{kind}: injected at t={injected_at - start:.0f}s")
             undo = _inject(kind, sandbox, job)
-            time.sleep(spec.hold_s)
+            if spec.blocks:
+                time.sleep(spec.hold_s)  # the outage's length: the experiment's input, not a verdict
+            else:
+                kept_going = _until(lambda: begun_after(logged(), injected_at) >= KEPT_GOING_BATCHES or not job.alive,
+                                    timeout_s=spec.hold_s)  # fmt: skip
+                say(f"{kind}: " + (f"{KEPT_GOING_BATCHES} batches begun after it committed" if kept_going
+                                   else f"no {KEPT_GOING_BATCHES} batches within {spec.hold_s:g} s"))  # fmt: skip
             died = not job.alive
             exit_status = job.returncode
             undo()  # returns once the service is healthy again: the outage lasts until then
@@ -492,10 +550,14 @@ def run_faults(
             say(f"{kind}: undone at t={undone_at - start:.0f}s" + (f"; job had exited ({exit_status}) and was restarted" if died and kind != "driver-kill" else ""))
             faults.append(Injected(kind=kind, injected_at=injected_at, undone_at=undone_at, job_died=died or kind == "driver-kill",
                                    job_exit=exit_status))  # fmt: skip
-            time.sleep(gap_s)
+            # the next fault only once output flows again: a batch begun after the undo committed
+            if not _until(lambda: flowing_since(undone_at), timeout_s=recover_within_s):
+                say(f"{kind}: no batch begun after the undo committed within {recover_within_s:g} s")
             if not job.alive:  # it failed after the fault was undone (e.g. the broker came back too late)
                 faults[-1] = Injected(**{**faults[-1].__dict__, "job_died": True, "job_exit": job.returncode})
+                restarted_at = time.time()
                 job.start()
+                _until(lambda: begun_after(logged(), restarted_at) > 0, timeout_s=recover_within_s)
         runner.stop()
         producing.join(120)
         targets = source_end_offsets(bootstrap, topic_prefix)
@@ -538,7 +600,7 @@ def run_faults_in_subprocess(kinds: Sequence[FaultKind], *, work: Path, topic_pr
     ``work/run.log``. A notebook uses this: Kafka's C client writes connection errors
     straight to file descriptor 2 while the broker is down, which a kernel would show as
     cell output; in a child process they land in the log. ``options`` are
-    :func:`run_faults`' numeric keywords (rate, gap_s, warmup_s, stall_after_s, seed)."""
+    :func:`run_faults`' numeric keywords (rate, warmup_batches, recover_within_s, stall_after_s, seed)."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     env = _child_env()
@@ -565,7 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topic-prefix", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
-    for name, default in (("rate", 100.0), ("gap-s", 15.0), ("warmup-s", 10.0), ("stall-after-s", 10.0), ("seed", 4)):
+    for name, default in (("rate", 100.0), ("warmup-batches", 3), ("recover-within-s", 180.0), ("stall-after-s", 10.0), ("seed", 4)):
         parser.add_argument(f"--{name}", type=float, default=default)
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.faults.split(",") if k.strip()]
@@ -574,7 +636,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sandbox.up()
     say = lambda line: print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)  # noqa: E731
     run = run_faults(sandbox, kinds, work=args.work, topic_prefix=args.topic_prefix, output=args.output, rate=args.rate,
-                     gap_s=args.gap_s, warmup_s=args.warmup_s, stall_after_s=args.stall_after_s, seed=int(args.seed), say=say)  # fmt: skip
+                     warmup_batches=int(args.warmup_batches), recover_within_s=args.recover_within_s,
+                     stall_after_s=args.stall_after_s, seed=int(args.seed), say=say)  # fmt: skip
     (args.work / "result.json").write_text(run.to_json())
     for row in run.table():
         say(str(row))

@@ -5,12 +5,32 @@ from __future__ import annotations
 
 import pytest
 
-from job.drills.environment import FAULTS, EnvironmentFaultError, FaultOutcome, FaultRun, Injected, outcome, sessions_only, timeline
+from job.drills.environment import (
+    FAULTS,
+    EnvironmentFaultError,
+    FaultOutcome,
+    FaultRun,
+    Injected,
+    outcome,
+    sessions_only,
+    timeline,
+)
 
 
-def _batch(at, rows, batch_id=0, ends=None, query="job-sessions"):
+def _batch(at, rows, batch_id=0, ends=None, query="job-sessions", started_at=None):
     return {"type": "BatchCompleted", "at": at, "batch_id": batch_id, "input_rows": rows, "query": query,
-            "end_offsets": ends or {}}  # fmt: skip
+            "end_offsets": ends or {}, "started_at": started_at}  # fmt: skip
+
+
+def test_only_batches_begun_after_the_fault_count_as_kept_going():
+    # begun at 99, committed at 110: in flight when the fault struck, re-run on the survivor; it
+    # proves nothing about working *through* the fault. Begun at 111 and 113: they do.
+    events = [_batch(110, 10, started_at=99.0), _batch(112, 10, started_at=111.0), _batch(114, 10, started_at=113.0),
+              _batch(125, 10, started_at=121.0)]  # fmt: skip
+    judged = outcome(Injected(kind="worker-kill", injected_at=100, undone_at=120), events, horizon=200)
+    assert judged.behaviour == "kept going" and judged.batches_during == 2
+    only_in_flight = outcome(Injected(kind="worker-kill", injected_at=100, undone_at=120), events[:1], horizon=200)
+    assert only_in_flight.behaviour == "waited" and only_in_flight.batches_during == 0
 
 
 def test_a_blocking_fault_counts_time_to_flow_from_the_injection_to_the_first_batch_after_the_undo():

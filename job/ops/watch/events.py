@@ -17,11 +17,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from job.spark.query_progress import reached
 from job.ops.watch.rules import BatchCompleted, Event, LagSample, QueryStarted, QueryTerminated, Tick
+from job.spark.query_progress import reached
 
 __all__ = ["EventListener", "EventLog", "batch_from_progress", "event_from_dict", "event_to_dict"]
 
@@ -44,11 +45,23 @@ def event_from_dict(record: dict[str, Any]) -> Event:
 
 def batch_from_progress(progress: dict[str, Any], *, at: float, query: str | None = None) -> BatchCompleted:
     """A :class:`BatchCompleted` from a query progress (its JSON as a dict): the end offsets
-    of every Kafka source merged (:func:`job.spark.query_progress.reached`)."""
+    of every Kafka source merged (:func:`job.spark.query_progress.reached`), and the trigger's
+    start from its ``timestamp`` (ISO 8601, UTC)."""
     return BatchCompleted(
         query=query or progress.get("name") or str(progress.get("id")), at=at, batch_id=int(progress["batchId"]),
         input_rows=int(progress.get("numInputRows") or 0), end_offsets=reached(progress),
+        started_at=_epoch(progress.get("timestamp")),
     )  # fmt: skip
+
+
+def _epoch(timestamp: object) -> float | None:
+    """``2026-11-24T05:00:00.123Z`` as epoch seconds; None for anything else."""
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class EventLog:

@@ -128,13 +128,16 @@ class QueryStarted:
 
 @dataclass(frozen=True, kw_only=True)
 class BatchCompleted:
-    """A micro-batch committed (a progress event); ``end_offsets`` as the Kafka source reports them."""
+    """A micro-batch committed (a progress event); ``end_offsets`` as the Kafka source reports them.
+    ``at`` is when its progress was reported (its output committed), ``started_at`` when its
+    trigger fired (the progress's ``timestamp``), None where the progress did not say."""
 
     query: str
     at: float
     batch_id: int
     input_rows: int
     end_offsets: Offsets = field(default_factory=dict)
+    started_at: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

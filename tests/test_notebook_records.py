@@ -1,0 +1,65 @@
+"""The workbook's stored outputs come from one execution of the chapters as they are now.
+
+nbval compares a chapter's outputs with the stored ones, but it cannot tell outputs that an
+execution produced from ones edited in by hand, nor a code cell changed after the recording.
+``scripts/record-notebooks.sh`` stamps every chapter (``scripts/notebook_stamp.py``); this
+checks the stamps: every code cell executed, in order, by one kernel; the code fingerprint
+equal to the code now; one recording run for the whole workbook.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+_spec = importlib.util.spec_from_file_location("notebook_stamp", ROOT / "scripts" / "notebook_stamp.py")
+stamp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stamp)  # type: ignore[union-attr]
+
+FIX = "re-record the workbook: bash scripts/record-notebooks.sh (all chapters, one run)"
+
+
+def problems(nb: dict) -> list[str]:
+    """Why ``nb``'s stored outputs are not one execution of its code as it is now."""
+    out = []
+    counts = [c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code"]
+    if counts != list(range(1, len(counts) + 1)):
+        out.append(f"execution counts are {counts}, not 1..{len(counts)} in order: not one run of every code cell")
+    recording = nb.get("metadata", {}).get(stamp.KEY)
+    if not recording:
+        out.append("no recording stamp: its outputs were not stored by scripts/record-notebooks.sh")
+    elif recording.get("code_sha256") != stamp.code_fingerprint(nb):
+        out.append(f"a code cell changed after the recording of {recording.get('at')}")
+    return out
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_a_chapters_outputs_come_from_an_execution_of_its_code_as_it_is(path):
+    found = problems(json.loads(path.read_text()))
+    assert not found, f"{path.name}: " + "; ".join(found) + f"; {FIX}"
+
+
+def test_every_chapter_comes_from_the_same_recording_run():
+    runs = {p.name: json.loads(p.read_text())["metadata"].get(stamp.KEY, {}).get("run") for p in CHAPTERS}
+    assert len(set(runs.values())) == 1, f"chapters from different recording runs: {runs}; {FIX}"
+
+
+def test_a_hand_edited_or_stale_chapter_is_caught():
+    code = {"cell_type": "code", "source": ["print(1)\n"], "outputs": [], "metadata": {}}
+    nb = {"cells": [dict(code, execution_count=1), dict(code, execution_count=2)], "metadata": {}}
+    nb["metadata"][stamp.KEY] = {"run": "r", "at": "t", "code_sha256": stamp.code_fingerprint(nb)}
+    assert problems(nb) == []
+    edited = json.loads(json.dumps(nb))
+    edited["cells"][1]["source"] = ["print(2)\n"]
+    assert any("changed after the recording" in p for p in problems(edited))
+    skipped = json.loads(json.dumps(nb))
+    skipped["cells"][1]["execution_count"] = 3
+    assert any("not 1..2" in p for p in problems(skipped))
+    unstamped = json.loads(json.dumps(nb))
+    del unstamped["metadata"][stamp.KEY]
+    assert any("no recording stamp" in p for p in problems(unstamped))
