@@ -409,11 +409,20 @@ class _Findings:
         record: tuple[str, int, int] | None = None,
         allowed: bool | None = None,
         fault: str | None = None,
+        or_by: tuple[int, int] | None = None,
     ) -> None:
-        """Record a finding; unless told, it is allowed when a window and the policy allow it."""
+        """Record a finding; unless told, it is allowed when a window and the policy allow it, at
+        ``key`` or, failing that, at ``or_by`` (the other record of a pair, e.g. the neighbour a
+        record's event time is out of line with: either one's moved clock explains the pair)."""
         window = self._window(kind, key)
+        judged = key
+        if or_by is not None and not (window is not None and key is not None and window.allows(kind, *key)):  # type: ignore[arg-type]
+            other = self._window(kind, or_by)
+            if other is not None and other.allows(kind, *or_by):  # type: ignore[arg-type]
+                window, judged = other, or_by
+                detail = f"{detail} (seq {or_by[1]} carries the fault)"
         if allowed is None:
-            allowed = window is not None and key is not None and window.allows(kind, *key)  # type: ignore[arg-type]
+            allowed = window is not None and judged is not None and window.allows(kind, *judged)  # type: ignore[arg-type]
             if allowed and kind not in _POLICY_SHOWS[self.policy]:
                 allowed, detail = False, f"{detail} (the fault allows it, policy {self.policy} must never show it)"
         topic, partition, offset = record if record is not None else (None, None, None)
@@ -631,7 +640,9 @@ def _check_late(s: _Session, out: _Findings) -> None:
                 if side == "earlier"
                 else f"event time {ts} is {ts - other_ts} ms later than seq {other_seq}'s after it"
             )
-            out.note("late", detail, key=(epoch, seq), record=where)
+            # The pair is out of line; which of the two had its clock moved, the sequence alone
+            # cannot say (two skewed records in a row outnumber one in-line one after them).
+            out.note("late", detail, key=(epoch, seq), record=where, or_by=(epoch, other_seq))
 
 
 # -- the final table ------------------------------------------------------------------------
