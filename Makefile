@@ -50,7 +50,7 @@ bench: bootstrap
 	$(BIN)/python bench/startup.py
 
 bench-job: bootstrap
-	$(BIN)/python bench/job_bench.py
+	$(BIN)/python bench/job_bench.py $(BENCH_ARGS)
 
 bench-session: bootstrap
 	$(BIN)/python bench/session_bench.py

@@ -17,7 +17,15 @@ One run reports, on the same machine and the same input:
            reader sees the record from then on. For the baseline it is when its
            micro-batch's outputs were kept in memory: a lower bound, it writes no files.
 
+  sweep    (``--sweep``, instead of the backlog phase) per input shape (``--shapes``, default
+           4x2 and a fleet of 50x20: 1,000 sessions on 150 Kafka partitions): the baseline, then
+           the job in stages, each keeping the fastest of the one before: every operator, the
+           batch caps (``--caps``), the state partitions (``--partitions``); then the winner with
+           Kafka's default fetch wait and with the raw archive's second query. One table with
+           Spark's per-batch durations; the README's Known limits quotes it.
+
     .venv/bin/python bench/job_bench.py                       # about 10 minutes on 2 cores
+    .venv/bin/python bench/job_bench.py --sweep --skip-live   # about 15 minutes
     .venv/bin/python bench/job_bench.py --messages 5000 --duration 20 --skip-warmup   # a quick look
 
 It uses its own sandbox (state ``.sandbox-bench``, ports +20000) unless ``OSL_STATE_DIR`` /
@@ -68,6 +76,10 @@ class Throughput:
     steady_s: float = 0.0
     verified: bool | None = None
     verdict: str = ""
+    #: the setup, for the sweep's table: shape, operator, cap (None: uncapped), partitions, raw
+    setup: dict = field(default_factory=dict)
+    #: median over the steady batches of Spark's durationMs parts and the state store's commit
+    parts_ms: dict = field(default_factory=dict)
 
     @property
     def per_s(self) -> float:
@@ -93,12 +105,36 @@ class Latency:
 # ----------------------------------------------------------------------------- input
 
 
+@dataclass(frozen=True)
+class Shape:
+    """An input shape: ``sites`` collection points (one topic each, 3 partitions) with
+    ``sessions`` live sessions each. The job's per-batch cost grows with the keys (sessions)
+    and the Kafka partitions (sites) a batch touches, so a few sessions hide what a fleet pays."""
+
+    sites: int
+    sessions: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.sites}x{self.sessions}"
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        sites, _, sessions = text.strip().partition("x")
+        if not (sites.isdigit() and sessions.isdigit() and int(sites) >= 1 and int(sessions) >= 1):
+            raise ValueError(f"shape {text!r}: write SITESxSESSIONS, e.g. 4x2 or 50x20")
+        return cls(int(sites), int(sessions))
+
+
+FEW = Shape(4, 2)
+
+
 def produce(settings, work: Path, prefix: str, *, seed: int, messages: int | None = None,
-            rate: float = 50_000.0, duration: float = 3600.0) -> str:  # fmt: skip
+            rate: float = 50_000.0, duration: float = 3600.0, shape: Shape = FEW) -> str:  # fmt: skip
     """Run the producers without faults; ``messages`` fixes the total, otherwise rate x duration."""
     from producers.run import RunConfig, Runner
 
-    sites, sessions = 4, 2
+    sites, sessions = shape.sites, shape.sessions
     ledger = str(work / prefix.strip("-") / "ledger")
     length = max(10, messages // (sites * sessions) - 1) if messages else None
     cfg = RunConfig(
@@ -143,32 +179,71 @@ def _verdict(report) -> str:
 
 
 def job_config(settings, name: str, prefix: str, **overrides):
+    """The sandbox's job config for a bench run; an explicit ``max_offsets_per_trigger=None`` means
+    uncapped (the sandbox's builder reads None as "keep the default")."""
+    import dataclasses
+
     from job.spark.config import job_config as sandbox_job_config
 
-    return sandbox_job_config(
+    uncapped = "max_offsets_per_trigger" in overrides and overrides["max_offsets_per_trigger"] is None
+    cfg = sandbox_job_config(
         settings, output=f"s3a://{settings.bucket}/bench/{name}", checkpoint=settings.checkpoint_root / "bench" / name,
-        topic_prefix=prefix, raw_archive=False, name=name, **overrides,
+        topic_prefix=prefix, name=name, **{"raw_archive": False, **overrides},
     )  # fmt: skip
+    return dataclasses.replace(cfg, max_offsets_per_trigger=None) if uncapped else cfg
 
 
-def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int, tag: str,
-                    verify: bool = True) -> Throughput:  # fmt: skip
+#: Spark's per-batch durations the sweep reports (``StreamingQueryProgress.durationMs``), and
+#: the state store's commit (``stateOperators[0].commitTimeMs``).
+PARTS = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
+def batch_parts(progress: list[dict]) -> dict[str, float]:
+    """Median ms per batch of each of :data:`PARTS` and of the state commit, over ``progress``."""
+    out = {}
+    for part in PARTS:
+        values = [p["durationMs"].get(part) for p in progress if p["durationMs"].get(part) is not None]
+        if values:
+            out[part] = float(np.median(values))
+    commits = [p["stateOperators"][0].get("commitTimeMs", 0) for p in progress if p.get("stateOperators")]
+    if commits:
+        out["stateCommit"] = float(np.median(commits))
+    return out
+
+
+def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
+                    verify: bool = True, partitions: int | None = None, raw: bool = False,
+                    fetch_wait_ms: int | None = None) -> Throughput:  # fmt: skip
+    """The job on the backlog from the earliest offset, available-now; ``partitions`` sets the
+    state's shuffle partitions (kept by the fresh checkpoint), ``raw`` runs the raw archive too."""
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
     cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
-                     max_offsets_per_trigger=max_offsets)  # fmt: skip
-    started = time.monotonic()
-    (query,) = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-    query.awaitTermination()
-    wall = time.monotonic() - started
-    if query.exception() is not None:
-        raise RuntimeError(f"{operator}: the query failed: {query.exception()}")
+                     max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms)  # fmt: skip
+    default_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    if partitions is not None:
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    try:
+        started = time.monotonic()
+        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+        for query in queries:
+            query.awaitTermination()
+        wall = time.monotonic() - started
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", default_partitions)
+    query = queries[0]
+    for q in queries:
+        if q.exception() is not None:
+            raise RuntimeError(f"{operator}: the query {q.name} failed: {q.exception()}")
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     steady = batches[1:]
     out = Throughput(
         f"job, {operator}", sum(p["numInputRows"] for p in batches), wall, len(batches),
         sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
+        setup={"operator": operator, "cap": max_offsets, "partitions": int(partitions or default_partitions), "raw": raw,
+               "fetch_wait_ms": cfg.fetch_max_wait_ms},
+        parts_ms=batch_parts(steady or batches),
     )  # fmt: skip
     if verify:
         report = verify_lake(settings, ledger=ledger, lake=cfg.output, policy=cfg.policy, spark=spark)
@@ -313,7 +388,13 @@ def plot(path: Path, curves: list[Latency]) -> Path | None:
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     """The command line, checked, and the operators it names (exits with status 2 on bad input)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=20_000, help="backlog size (default 20000)")
+    parser.add_argument("--messages", type=int, default=None, help="backlog size (default 20000; 200000 with --sweep)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="instead of the backlog phase: per shape, every operator, then batch caps, then state "
+                             "partitions, then the raw archive on, each stage keeping the fastest of the one before")
+    parser.add_argument("--shapes", default="4x2,50x20", help="sweep: input shapes SITESxSESSIONS (default 4x2,50x20)")
+    parser.add_argument("--caps", default="5000,20000,100000,0", help="sweep: maxOffsetsPerTrigger values, 0 = uncapped")
+    parser.add_argument("--partitions", default="2,4,8", help="sweep: state (shuffle) partitions")
     parser.add_argument("--max-offsets", type=int, default=5_000, help="maxOffsetsPerTrigger for the backlog runs")
     parser.add_argument("--rate", type=float, default=200.0, help="live phase: messages per second (default 200)")
     parser.add_argument("--duration", type=float, default=60.0, help="live phase: seconds of producing (default 60)")
@@ -324,6 +405,16 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--skip-warmup", action="store_true", help="no untimed warm-up run of the Spark application")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
+    if args.messages is None:
+        args.messages = 200_000 if args.sweep else 20_000
+    try:
+        args.shapes = [Shape.parse(x) for x in args.shapes.split(",") if x.strip()]
+        args.caps = [int(x) or None for x in args.caps.split(",") if x.strip()]
+        args.partitions = [int(x) for x in args.partitions.split(",") if x.strip()]
+    except ValueError as exc:
+        parser.error(f"--shapes, --caps, --partitions: {exc}")
+    if not args.shapes or not args.caps or not args.partitions or min(args.partitions) < 1 or any(c and c < 1 for c in args.caps):
+        parser.error("--shapes, --caps and --partitions each need at least one value; caps >= 0, partitions >= 1")
     operators = [o.strip() for o in args.operators.split(",") if o.strip()]
     unknown = sorted(set(operators) - set(OPERATORS))
     if unknown or args.messages < 100 or args.rate <= 0 or args.duration <= 0:
@@ -358,6 +449,77 @@ def backlog_phase(spark, settings, work: Path, run: str, args: argparse.Namespac
         throughput.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets, tag=run))
         say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
     return throughput
+
+
+def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Throughput]:
+    """The sweep, per input shape: the baseline, then the job in stages, each keeping the fastest
+    (records/s end to end) of the one before: every operator (the job's default cap, 2 partitions),
+    then the batch caps, then the state partitions; then the winner with Kafka's default
+    ``fetch.max.wait.ms`` (500 ms) instead of the job's, and with the raw archive's second query
+    on. One backlog per shape, every output verified against its ledger."""
+    out: list[Throughput] = []
+    for s_index, shape in enumerate(args.shapes):
+        prefix = f"bench-{run}-s{s_index}-"
+        say(f"sweep {shape.name} ({shape.sites} sites x {shape.sessions} sessions): producing {args.messages} records")
+        ledger = produce(settings, work, prefix, seed=args.seed, messages=args.messages, shape=shape)
+        base = run_baseline_backlog(settings, prefix, ledger)
+        base.setup = {"shape": shape.name, "stage": "baseline"}
+        out.append(base)
+        say(f"  baseline: {base.per_s:,.0f} records/s; {base.verdict}")
+        done: dict[tuple, Throughput] = {}
+
+        def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
+                fetch_wait_ms: int | None = None) -> Throughput:  # fmt: skip
+            key = (operator, cap, partitions, raw, fetch_wait_ms)
+            if key not in done:
+                t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
+                                    fetch_wait_ms=fetch_wait_ms, tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
+                t.setup.update(shape=shape.name, stage=stage)
+                done[key] = t
+                out.append(t)
+                say(f"  {stage:<10} {operator:<27} cap {cap or 'none':>6} partitions {partitions} raw {'on' if raw else 'off'} "
+                    f"fetch wait {t.setup['fetch_wait_ms']} ms: "
+                    f"{t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), {t.batches} batches, "
+                    f"{t.parts_ms.get('triggerExecution', 0) / 1000:.1f} s/batch; {t.verdict}")  # fmt: skip
+            return done[key]
+
+        def best(runs: list[Throughput]) -> Throughput:
+            return max(runs, key=lambda t: t.per_s)
+
+        from job.spark.config import JobConfig
+
+        start_cap, start_partitions = JobConfig.max_offsets_per_trigger, 2
+        op = best([one("operator", o, start_cap, start_partitions) for o in operators]).setup["operator"]
+        cap = best([one("cap", op, c, start_partitions) for c in args.caps]).setup["cap"]
+        parts = best([one("partitions", op, cap, n) for n in args.partitions]).setup["partitions"]
+        one("kafka wait", op, cap, parts, fetch_wait_ms=500)
+        one("raw", op, cap, parts, raw=True)
+    return out
+
+
+def print_sweep(rows: list[Throughput]) -> None:
+    """The sweep's one table: every run against its shape's baseline, with the per-batch parts."""
+    print("\nsweep: backlog from the earliest offset, available-now; median ms per steady batch; "
+          "x = records/s against the baseline on the same input")
+    head = (f"  {'shape':<7}{'stage':<11}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>5}{'wait':>5}{'batches':>8}{'wall s':>8}"
+            f"{'rec/s':>8}{'x':>6}{'batch':>7}{'latest':>7}{'plan':>6}{'addBatch':>9}{'wal':>6}{'commit':>7}{'state':>7}  verified")
+    print(head)
+    base = None
+    for t in rows:
+        if t.setup.get("stage") == "baseline":
+            base = t
+            print(f"  {t.setup['shape']:<7}{'baseline':<11}{'1 Python process':<27}{'':>7}{'':>6}{'':>5}{'':>5}{t.batches:>8}"
+                  f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}{1:>6.2f}{'':>7}{'':>7}{'':>6}{'':>9}{'':>6}{'':>7}{'':>7}  "
+                  f"{'yes' if t.verified else 'NO'}")  # fmt: skip
+            continue
+        m = t.parts_ms
+        ratio = t.per_s / base.per_s if base else float("nan")
+        print(f"  {t.setup['shape']:<7}{t.setup['stage']:<11}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
+              f"{t.setup['partitions']:>6}{'on' if t.setup['raw'] else 'off':>5}{t.setup['fetch_wait_ms']:>5}{t.batches:>8}"
+              f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}"
+              f"{ratio:>6.2f}{m.get('triggerExecution', 0):>7.0f}{m.get('latestOffset', 0):>7.0f}{m.get('queryPlanning', 0):>6.0f}"
+              f"{m.get('addBatch', 0):>9.0f}{m.get('walCommit', 0):>6.0f}{m.get('commitOffsets', 0):>7.0f}{m.get('stateCommit', 0):>7.0f}"
+              f"  {'yes' if t.verified else 'NO'}")  # fmt: skip
 
 
 def live_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Latency]:
@@ -427,7 +589,8 @@ def main() -> int:
     spark = spark_session(settings, "job-bench")
     cores = os.cpu_count()
     cold = [] if args.skip_warmup else warm_up(spark, settings, work, run, args, operators)
-    throughput = [] if args.skip_backlog else backlog_phase(spark, settings, work, run, args, operators)
+    sweep = sweep_phase(spark, settings, work, run, args, operators) if args.sweep else []
+    throughput = [] if args.skip_backlog or args.sweep else backlog_phase(spark, settings, work, run, args, operators)
     live = [] if args.skip_live else live_phase(spark, settings, work, run, args, operators)
     spark.stop()
 
@@ -435,6 +598,8 @@ def main() -> int:
 
     print(f"\njob benchmark {run}: {cores} cores, PySpark {pyspark.__version__}, Spark standalone with "
           f"{settings.spark_workers} workers, RocksDB state store, policy resync, no faults")  # fmt: skip
+    if sweep:
+        print_sweep(sweep)
     if throughput:
         print_throughput(throughput, args.max_offsets)
     if cold:
@@ -444,13 +609,15 @@ def main() -> int:
     if live:
         print_latency(live, args)
     report = {
-        "run": run, "cores": cores, "pyspark": pyspark.__version__, "args": vars(args),
+        "run": run, "cores": cores, "pyspark": pyspark.__version__,
+        "args": {**vars(args), "shapes": [x.name for x in args.shapes]},
+        "sweep": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in sweep],
         "throughput": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in throughput],
         "cold_start": [asdict(t) for t in cold],
         "latency": [{k: v for k, v in asdict(lat).items() if k != "values_ms"} for lat in live],
     }  # fmt: skip
     save_report(report, run, live)
-    unverified = [t for t in throughput if t.verified is False]
+    unverified = [t for t in throughput + sweep if t.verified is False]
     if unverified:
         print("\nsome outputs did not verify: " + "; ".join(f"{t.name}: {t.verdict}" for t in unverified), file=sys.stderr)
         return 1

@@ -23,7 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
     run.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
     run.add_argument("--starting-offsets", default="earliest", help="earliest | latest")
-    run.add_argument("--max-offsets-per-trigger", type=int, default=20_000)
+    run.add_argument("--max-offsets-per-trigger", type=int, default=JobConfig.max_offsets_per_trigger,
+                     help=f"records per micro-batch at most, all partitions together (default: {JobConfig.max_offsets_per_trigger})")
     run.add_argument("--fail-on-data-loss", action=argparse.BooleanOptionalAction, default=JobConfig.fail_on_data_loss,
                      help="stop when Kafka deleted records the checkpoint says come next (default: on); "
                           "--no-fail-on-data-loss skips to the oldest record Kafka still has")  # fmt: skip

@@ -33,6 +33,35 @@ def test_union_frame_with_columns_no_row_filled_converts_to_plain_arrow_arrays()
     assert frame["offset"].tolist()[0] == 5 and frame["reason"].tolist() == [None, None]
 
 
+def _union_frame_by_pandas(rows):
+    """The obvious construction (the operator's before it cost 4.5 ms a session): the oracle."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=[name for name, _ in lake.UNION_COLUMNS])
+    for name, kind in lake.UNION_COLUMNS:
+        if kind in ("bigint", "int"):
+            frame[name] = frame[name].astype("Int64" if kind == "bigint" else "Int32")
+        else:
+            column = frame[name].astype(object)
+            frame[name] = column.where(column.notna(), None)
+    return frame
+
+
+def test_union_frame_equals_the_obvious_pandas_construction_cell_for_cell():
+    import pandas as pd
+
+    rows = [
+        {"output": "rows", "session": "s", "epoch": 0, "seq": 2, "partition": 1, "offset": 5, "data": '{"a": 1}', "op": "upsert"},
+        {"output": "quarantine", "session": "s", "topic": "t", "partition": 0, "offset": 2**40, "value": b"\xff{",
+         "key": None, "reason": "invalid-json", "processed_ms": 1_732_233_600_123},
+        {"output": "sessions", "session": "s", "rows": 3, "status": "open", "last_seq": -1, "gaps": 0},
+    ]
+    for subset in (rows, rows[:1], rows[2:], []):
+        pd.testing.assert_frame_equal(_union_frame(subset), _union_frame_by_pandas(subset))
+    frame = _union_frame(rows)
+    assert frame["value"].tolist() == [None, b"\xff{", None] and frame["offset"].tolist() == [5, 2**40, pd.NA]
+
+
 @pytest.mark.parametrize(
     ("field", "value", "fix"),
     [
@@ -42,6 +71,7 @@ def test_union_frame_with_columns_no_row_filled_converts_to_plain_arrow_arrays()
         ("topic_prefix", "bad prefix!", "Kafka topic prefix"),
         ("window", 0, "between 1 and 10000"),
         ("operator", "flatMapGroupsWithState", "transformWithStateInPandas, applyInPandasWithState"),
+        ("fetch_max_wait_ms", -1, "Kafka's default is 500"),
     ],
 )
 def test_bad_job_config_names_field_value_and_fix_before_spark_starts(field, value, fix, tmp_path):
