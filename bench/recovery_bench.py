@@ -72,6 +72,7 @@ from bench.job_bench import (  # noqa: E402
 )
 from job.drills.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
 from job.spark.query_progress import reached  # noqa: E402
+from sandbox.settings import shown  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("job", "baseline")
@@ -457,7 +458,7 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     else:
         argv = [sys.executable, script, "baseline-worker", *common, "--visible", str(files["visible.csv"]), "--idle", str(idle_s)]
     worker = Supervised(system, argv, files["worker.log"])
-    say(f"{system}: starting the worker (log {files['worker.log']})")
+    say(f"{system}: starting the worker (log {shown(files['worker.log'])})")
     worker.start()
     try:
         return _drive(system, schedule, worker, files, settings=settings, sandbox=sandbox, work=work, prefix=prefix, seed=seed)
@@ -667,7 +668,7 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
 
     settings = Settings.from_env()
     sb = open_sandbox(settings)
-    say(f"sandbox: {settings.state_dir} (ports +{os.environ.get('OSL_PORT_OFFSET', 0)})")
+    say(f"sandbox: {shown(settings.state_dir)} (ports +{os.environ.get('OSL_PORT_OFFSET', 0)})")
     sb.up()
     if schedule.target not in (*PROCESS_TARGETS, "spark-worker") and schedule.target not in sb.services():
         raise SystemExit(f"--target {schedule.target!r}: use driver, spark-worker (the busiest) or one of {', '.join(sb.services())}")
@@ -702,7 +703,7 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
     }  # fmt: skip
     files["summary"].write_text(json.dumps(summary, indent=2, default=str))
     print_report(schedule, reports, runs)
-    print("\n" + "\n".join(f"{k + ':':<15}{v}" for k, v in files.items()))
+    print("\n" + "\n".join(f"{k + ':':<15}{shown(v)}" for k, v in files.items()))
     return {**summary, "reports": reports, "tables": tables, "runs": runs}
 
 

@@ -30,7 +30,7 @@ from producers.kafka import Delivery, KafkaTransport, Transport
 from producers.ledger import LedgerRow, LedgerWriter, RunInfo, S3Target
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import SITE_TYPES, Site, site_name, topic_for
-from sandbox.settings import KAFKA_BOOTSTRAP
+from sandbox.settings import KAFKA_BOOTSTRAP, shown
 
 __all__ = ["RunProgress", "RunConfig", "RunSummary", "Runner", "new_run_id"]
 
@@ -197,7 +197,7 @@ class RunSummary:
             )
         if self.client_errors:
             lines.append(f"client:   {self.client_errors} connection errors, last: {self.last_client_error}")
-        lines.append(f"ledger:   {self.ledger}")
+        lines.append(f"ledger:   {shown(self.ledger)}")
         if self.error:
             lines.append(f"error:    {self.error}")
         return "\n".join(lines)

@@ -35,7 +35,7 @@ from sandbox.errors import (
     UnknownServiceError,
 )
 from sandbox.local_services import SANDBOX_MARK
-from sandbox.settings import BackendKind, Endpoints, Settings
+from sandbox.settings import BackendKind, Endpoints, Settings, shown
 
 _STOP_GRACE_S = 15.0
 
@@ -168,7 +168,7 @@ class LocalBackend:
         spec = self._spec(name)
         for port in spec.ports:
             self._check_port(name, port)
-        self._progress(f"[sandbox] starting {name} (log: {self._layout.log_path(name)})")
+        self._progress(f"[sandbox] starting {name} (log: {shown(self._layout.log_path(name))})")
         log = self._layout.log_path(name).open("ab")
         log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} sandbox starts {name}\n".encode())
         log.flush()

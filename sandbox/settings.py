@@ -179,6 +179,16 @@ class Settings:
         """Streaming checkpoints live on local disk (a shared volume under compose), never in S3."""
         return self.checkpoint_dir or self.state_dir / "checkpoints"
 
+    def scratch_dir(self, prefix: str) -> Path:
+        """A fresh folder for one run's files (a chapter's ledger, checkpoint, logs), under
+        ``<checkpoint_root>/scratch``: where the driver and, under compose, every executor can
+        read it, and where ``python -m sandbox down --reset`` removes it with the sandbox's data."""
+        import tempfile
+
+        base = self.checkpoint_root / "scratch"
+        base.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
 
 def detect_backend(environ: Mapping[str, str] | None = None) -> BackendKind:
     """``OSL_BACKEND`` if set, else ``compose`` when a Docker engine answers, else ``local``.
@@ -239,3 +249,22 @@ def project_root() -> Path | None:
 def _default_state_dir() -> Path:
     root = project_root()
     return (root if root is not None else Path.cwd()) / ".sandbox"
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A local path as messages print it: relative to the working directory when it lies under it
+    or under this checkout (so ``../.sandbox/logs/kafka.log`` from ``notebooks/``), else as given.
+
+    Still a path that works from where the reader stands, but one that does not spell out the
+    machine's folders in a chapter's output or a log line. URLs (``s3a://…``) pass unchanged.
+    """
+    text = os.fspath(path)
+    if "://" in text or not os.path.isabs(text):
+        return text
+    here = Path.cwd().resolve()
+    target = Path(text).resolve()
+    root = project_root()
+    for base in (here, root):
+        if base is not None and target.is_relative_to(base):
+            return os.path.relpath(target, here)
+    return text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,9 @@ stamp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(stamp)  # type: ignore[union-attr]
 
 FIX = "re-record the workbook: bash scripts/record-notebooks.sh (all chapters, one run)"
+
+#: An absolute path of the machine that recorded a chapter: a reader's machine has none of them.
+MACHINE_PATH = re.compile(r"(?<![\w.:/])/(?:tmp|work|root|home|check|var/folders)/[^\s'\")]+")
 
 
 def problems(nb: dict) -> list[str]:
@@ -38,10 +42,37 @@ def problems(nb: dict) -> list[str]:
     return out
 
 
+def machine_paths(nb: dict) -> list[str]:
+    """Absolute paths of the recording machine in ``nb``'s text outputs, as ``cell N: path``."""
+    found = []
+    for number, cell in enumerate(nb["cells"]):
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+            found += [f"cell {number}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
+    return found
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_a_chapters_outputs_come_from_an_execution_of_its_code_as_it_is(path):
     found = problems(json.loads(path.read_text()))
     assert not found, f"{path.name}: " + "; ".join(found) + f"; {FIX}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_a_chapters_outputs_name_no_folder_of_the_recording_machine(path):
+    found = machine_paths(json.loads(path.read_text()))
+    assert not found, (f"{path.name} prints paths of the machine that recorded it: {found[:5]}; print them with "
+                       f"sandbox.settings.shown and keep a chapter's files in settings.scratch_dir(...), then {FIX}")
+
+
+def test_a_machine_path_in_an_output_is_caught():
+    def nb(text):
+        return {"cells": [{"cell_type": "code", "outputs": [{"output_type": "stream", "text": [text]}]}]}
+
+    assert machine_paths(nb("ledger:   /tmp/ledger-vwlvujw1/run\n")) == ["cell 0: /tmp/ledger-vwlvujw1/run"]
+    assert machine_paths(nb("sandbox: /work/main/.sandbox-test (ports +10000)")) == ["cell 0: /work/main/.sandbox-test"]
+    assert machine_paths(nb("ledger:   ../.sandbox-test/checkpoints/scratch/nb01-x/run\n")) == []
+    assert machine_paths(nb("output s3a://lake/tmp/x and http://127.0.0.1:9001/work/y")) == []
 
 
 def test_every_chapter_comes_from_the_same_recording_run():

@@ -63,6 +63,7 @@ import pandas as pd
 
 from job.engine.errors import RepairError
 from job.spark.checkpoints import checkpoint_end_offsets
+from sandbox.settings import shown
 
 __all__ = [
     "PartitionPlan",
@@ -123,8 +124,8 @@ class RepairPlan:
     def describe(self) -> str:
         """The plan as the dry run prints it."""
         if not self.needed:
-            return f"nothing to repair: every record the checkpoint {self.checkpoint} processed is in {self.output}"
-        lines = [f"repair plan for {self.output} (checkpoint {self.checkpoint})",
+            return f"nothing to repair: every record the checkpoint {shown(self.checkpoint)} processed is in {self.output}"
+        lines = [f"repair plan for {self.output} (checkpoint {shown(self.checkpoint)})",
                  f"  {'partition':<40} {'ckpt end':>9} {'damage':>9} {'restart':>9} {'sessions':>8} {'rows del':>9} {'quar del':>9} {'raw del':>8}"]  # fmt: skip
         for p in self.partitions:
             flag = "" if p.damaged else "  (intact: restarts for its state only)"
@@ -132,7 +133,7 @@ class RepairPlan:
                 f"  {p.topic + '[' + str(p.partition) + ']':<40} {p.checkpoint_end:>9} {p.damage:>9} {p.restart:>9} "
                 f"{p.sessions:>8} {p.rows_to_delete:>9} {p.quarantine_to_delete:>9} {p.raw_to_delete:>8}{flag}"
             )
-        lines.append(f"  backup: {self.backup}")
+        lines.append(f"  backup: {shown(self.backup)}")
         lines.append(f"  startingOffsets: {json.dumps(self.offsets, sort_keys=True)}")
         return "\n".join(lines)
 
@@ -575,12 +576,12 @@ def apply_repair(spark, settings, cfg, plan: RepairPlan, *, restart: Callable[[A
         pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
                        progress=progress)  # fmt: skip
 
-    progress(f"[repair] backup and journal in {folder}; output copies in {store}")
+    progress(f"[repair] backup and journal in {shown(folder)}; output copies in {store}")
     step("backup-output", 3, f"output copied to {store}/original", backup_output)
     step("cut-output", 3, f"kept output (before each session's cut) written to {store}/cut", cut_output)
     step("replace-output", 3, "sink directories and their _spark_metadata removed; kept output in <sink>-kept", replace_output)
-    step("starting-offsets", 4, f"startingOffsets written to {folder / 'starting-offsets.json'}", write_offsets)
-    step("remove-checkpoint", 5, f"checkpoint {cfg.checkpoint} copied to {folder / 'checkpoint'} and removed", remove_checkpoint)
+    step("starting-offsets", 4, f"startingOffsets written to {shown(folder / 'starting-offsets.json')}", write_offsets)
+    step("remove-checkpoint", 5, f"checkpoint {shown(cfg.checkpoint)} copied to {shown(folder / 'checkpoint')} and removed", remove_checkpoint)
     step("restart", 6, "job started from the repaired offsets", start_again)
     return folder
 
@@ -618,7 +619,7 @@ def run_cli(args, settings) -> int:
     spark = spark_session(settings, "job-repair")
     if unfinished is not None:
         plan = load_plan(unfinished)
-        say(f"[repair] resuming the unfinished repair in {unfinished}")
+        say(f"[repair] resuming the unfinished repair in {shown(unfinished)}")
     else:
         plan = make_plan(spark, settings, cfg, only=only, progress=say)
     print(plan.describe())
@@ -628,7 +629,7 @@ def run_cli(args, settings) -> int:
         say(f"[repair] planned in {time.monotonic() - started:.1f}s")
         return 0
     folder = apply_repair(spark, settings, cfg, plan, progress=say)
-    say(f"[repair] done in {time.monotonic() - started:.1f}s; backup in {folder}; "
+    say(f"[repair] done in {time.monotonic() - started:.1f}s; backup in {shown(folder)}; "
         f"continue with: python -m job run --policy {cfg.policy} --prefix {cfg.topic_prefix} --output {cfg.output} "
-        f"--checkpoint {cfg.checkpoint}")  # fmt: skip
+        f"--checkpoint {shown(cfg.checkpoint)}")  # fmt: skip
     return 0

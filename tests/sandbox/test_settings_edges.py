@@ -41,3 +41,24 @@ def test_the_driver_ui_binds_to_the_sandbox_host_unless_compose_needs_every_inte
     assert driver_env(local)["SPARK_LOCAL_IP"] == "127.0.0.1"
     compose = Settings(state_dir=tmp_path, cache_dir=tmp_path, driver_host="jupyter")
     assert "SPARK_LOCAL_IP" not in driver_env(compose)
+
+
+def test_shown_prints_paths_under_the_working_directory_or_checkout_relative_and_others_as_given(tmp_path, monkeypatch):
+    from sandbox.settings import project_root, shown
+
+    monkeypatch.chdir(tmp_path)
+    assert shown(tmp_path / "ledger" / "run") == "ledger/run"
+    assert shown("s3a://lake/out") == "s3a://lake/out"
+    assert shown("already/relative") == "already/relative"
+    assert shown("/var/lib/elsewhere") == "/var/lib/elsewhere"
+    root = project_root()
+    assert root is not None, "the tests run from a checkout"
+    monkeypatch.chdir(root / "notebooks")
+    assert shown(root / ".sandbox-test" / "logs" / "kafka.log") == "../.sandbox-test/logs/kafka.log"
+
+
+def test_scratch_dir_is_fresh_per_call_and_lives_under_the_checkpoint_root(tmp_path):
+    settings = Settings.from_env({"OSL_STATE_DIR": str(tmp_path)})
+    first, second = settings.scratch_dir("nb08-"), settings.scratch_dir("nb08-")
+    assert first != second and first.is_dir() and second.is_dir()
+    assert first.parent == settings.checkpoint_root / "scratch" and first.name.startswith("nb08-")
