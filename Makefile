@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-session bench-recovery lock clean
+.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-session bench-recovery book lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -55,6 +55,10 @@ bench-job: bootstrap
 bench-session: bootstrap
 	$(BIN)/python bench/session_bench.py
 
+# The recorded workbook as a static site (no chapter is run): open build/book/index.html.
+book: bootstrap
+	$(BIN)/python -m sandbox.book --out build/book
+
 lock:
 	PYTHON=$(PYTHON) bash scripts/lock.sh
 
@@ -62,4 +66,4 @@ bench-recovery: bootstrap
 	$(BIN)/python bench/recovery_bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis build/book

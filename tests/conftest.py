@@ -39,3 +39,14 @@ def spark(sandbox):
     session = spark_session(sandbox.settings, "tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium (tests/browser.py), shared by the run's browser tests."""
+    from tests.browser import launch
+
+    pw, chromium = launch()
+    yield chromium
+    chromium.close()
+    pw.stop()
