@@ -1,6 +1,6 @@
 """Session core micro-benchmark: ``job.engine.session.step`` next to a naive JSON loop, in one run.
 
-The input is one session of one site, made by the producers' own code (``Session`` over a
+The input is one session of one site, made by the producers' own code (``SessionScript`` over a
 ``Site`` of ``--rows`` rows, a snapshot every ``--snapshot-every`` messages, the default
 mix of upserts and deletes, no faults) and encoded with ``producers.contract.encode``:
 the exact bytes a Kafka topic would hold.
@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from job.engine import session as sm  # noqa: E402
 from producers.contract import encode  # noqa: E402
-from producers.sessions import Session, SessionPlan, session_id  # noqa: E402
+from producers.sessions import SessionPlan, SessionScript, session_id  # noqa: E402
 from producers.sites import SITE_TYPES, Site, site_name  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -62,7 +62,7 @@ def build_stream(*, messages: int, rows: int, snapshot_every: int, site_type: st
     site = Site(site_name(index), site_type, seed=seed, rows=rows)  # type: ignore[arg-type]
     sid = session_id(site.name, 0)
     clock_ms = iter(range(1_732_233_600_000, 1_732_233_600_000 + 10 * (messages + 1), 10))
-    session = Session(
+    session = SessionScript(
         site,
         sid=sid,
         ordinal=0,

@@ -80,7 +80,7 @@ __all__ = [
 
 
 class StruckSession(Protocol):
-    """What a stream fault changes in a session (:class:`producers.sessions.Session` is one)."""
+    """What a stream fault changes in a session (:class:`producers.sessions.SessionScript` is one)."""
 
     epoch: int
     seq: int

@@ -5,7 +5,7 @@ full snapshot every ``snapshot_every`` messages (or ``snapshot_interval_s`` seco
 set, whichever comes first) so that any loss is bounded by one interval, and closes with
 ``end``. Sessions of a site run one after another over the site's living table.
 
-:class:`Session` makes the *intended* messages (what a healthy producer would send);
+:class:`SessionScript` makes the *intended* messages (what a healthy producer would send);
 :class:`SessionDriver` adds the faults and yields :class:`~producers.faults.Transmission`
 values, one per ledger row. Both are deterministic from the seed, the site and the session
 ordinal, given the clock (which only feeds ``ts`` and the time-based snapshot schedule).
@@ -22,7 +22,7 @@ from producers.errors import RunConfigError
 from producers.faults import Fault, FaultName, SessionFaults, Transmission
 from producers.sites import Site, derive_int
 
-__all__ = ["Session", "SessionDriver", "SessionPlan", "session_id"]
+__all__ = ["SessionDriver", "SessionPlan", "SessionScript", "session_id"]
 
 Clock = Callable[[], float]
 
@@ -60,7 +60,7 @@ class SessionPlan:
             )
 
 
-class Session:
+class SessionScript:
     """The intended messages of one session, in order. Mutates the site's table as it goes.
 
     The mix of updates: about 8% inserts (new ids), 8% deletes and the rest changes to
@@ -149,7 +149,7 @@ class SessionDriver:
         self.ordinal = ordinal
         self.plan = plan
         self.id = session_id(site.name, ordinal, run_id)
-        self.session = Session(site, sid=self.id, ordinal=ordinal, plan=plan, seed=seed, clock=clock)
+        self.session = SessionScript(site, sid=self.id, ordinal=ordinal, plan=plan, seed=seed, clock=clock)
         self.faults = SessionFaults(
             faults, seed=seed, site=site.name, ordinal=ordinal, length=plan.length, encode=site.encoder.encode
         )

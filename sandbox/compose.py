@@ -52,6 +52,8 @@ __all__ = [
 
 #: Services a learner can break, in start order (the one-shot ``minio-init`` is not one).
 COMPOSE_SERVICES: tuple[str, ...] = (*CORE_SERVICES, "jupyter")
+#: The named volume holding the learner's working copy of the workbook; ``reset`` keeps it.
+LEARNER_VOLUME = "workbook"
 #: The compose file runs exactly this many Spark workers.
 COMPOSE_WORKERS = 2
 #: The driver UI port inside the jupyter container (published as 4040 + the port offset).
@@ -340,9 +342,30 @@ class ComposeBackend:
         self._compose("down", "--remove-orphans", timeout_s=300)
 
     def reset(self) -> None:
-        """``down`` and delete the named volumes (topics, objects, checkpoints, state); images stay."""
+        """``down`` and delete the data volumes (topics, objects, checkpoints, state); images stay.
+
+        The learner's working copy of the workbook (the ``workbook`` volume) is kept: a reset
+        starts the data over, it does not throw away someone's notes. ``docker volume rm``
+        of ``<project>_workbook`` removes it too.
+        """
         self._unpause_all()
-        self._compose("down", "--remove-orphans", "--volumes", timeout_s=300)
+        self._compose("down", "--remove-orphans", timeout_s=300)
+        names = subprocess.run(
+            ["docker", "volume", "ls", "--quiet", "--filter", f"label=com.docker.compose.project={self.project_name}"],
+            capture_output=True, text=True, timeout=_QUICK_TIMEOUT_S,
+        )  # fmt: skip
+        if names.returncode != 0:
+            raise SandboxError(f"reset: `docker volume ls` failed: {_first_line(names.stderr)}; is dockerd running?")
+        doomed = [n for n in names.stdout.split() if n != f"{self.project_name}_{LEARNER_VOLUME}"]
+        if not doomed:
+            return
+        removed = subprocess.run(["docker", "volume", "rm", *doomed], capture_output=True, text=True,
+                                 timeout=_QUICK_TIMEOUT_S)  # fmt: skip
+        if removed.returncode != 0:
+            raise SandboxError(
+                f"reset: could not remove the volumes {', '.join(doomed)}: {_first_line(removed.stderr)}; "
+                f"a container outside this project may use them (docker ps -a --filter volume=<name>)"
+            )
 
     def status(self) -> list[ServiceStatus]:
         states = self._container_states()

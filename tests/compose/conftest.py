@@ -61,9 +61,13 @@ def compose_settings() -> Settings:
 @pytest.fixture(scope="session")
 def stack(compose_settings):
     """The compose stack, up and healthy (built first; Docker's cache makes later builds quick)."""
-    from sandbox.compose import ComposeBackend
+    from sandbox.compose import LEARNER_VOLUME, ComposeBackend
 
     sb = ComposeBackend(compose_settings)
+    # The lane starts from a fresh learner's working copy (docker/jupyter_start.py fills it from
+    # the recorded chapters): the browser test saves into it. Only the lane's own project's
+    # volume, and only when no container holds it (with OSL_KEEP_STACK the stack may be up).
+    subprocess.run(["docker", "volume", "rm", f"{sb.project_name}_{LEARNER_VOLUME}"], capture_output=True)
     try:
         sb.up()
     except SandboxError as exc:

@@ -1,18 +1,26 @@
 """The docker compose stack for real: healthy, attached from JupyterLab, the demo's pipeline verified
-inside it, service faults through ``python -m sandbox``, and what ``down`` and ``reset`` keep.
+inside it, chapter 00 run and saved in JupyterLab through a real browser, service faults through
+``python -m sandbox``, and what ``down`` and ``reset`` keep.
 
 The tests run in file order on one stack (session fixture); the last one takes it down and up.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import subprocess
+import urllib.request
 import uuid
+from pathlib import Path
 
 from sandbox.backend import ServiceState
-from sandbox.compose import COMPOSE_SERVICES, _parse_ps
+from sandbox.compose import COMPOSE_SERVICES, LEARNER_VOLUME, _parse_ps
 from sandbox.health import s3_client
+
+ROOT = Path(__file__).resolve().parents[2]
 
 NAMED_VOLUMES = {"kafka-data", "minio-data", "checkpoints", "sandbox-state"}
 
@@ -86,11 +94,73 @@ def test_a_workbook_chapter_passes_nbval_inside_jupyter(stack):
         "jupyter",
         ["env", "IPYTHONDIR=/tmp/ipython", "python", "-m", "pytest", "-p", "no:cacheprovider", "--nbval",
          "--nbval-current-env", "--nbval-cell-timeout=600", "--nbval-sanitize-with=/tmp/nbval_sanitize.cfg",
-         "/workspace/notebooks/01-snapshot-update-producers.ipynb"],
+         "/workspace/recorded/01-snapshot-update-producers.ipynb"],
         capture=True, timeout_s=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+def _contents(stack, token: str, path: str) -> dict:
+    """JupyterLab's Contents API: what the server holds at ``path`` (under /workspace)."""
+    url = f"{stack.settings.endpoints().jupyter}/api/contents/{path}?content=1&token={token}"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return json.load(reply)
+
+
+def test_jupyterlab_in_a_browser_runs_chapter_00_and_saves_the_learner_s_copy(stack, browser, tmp_path):
+    # What a learner does: open Lab with the stack's token, open chapter 00 from the file
+    # browser, run its first code cell (the kernel starts, every service reports running), save.
+    from playwright.sync_api import expect
+
+    token = os.environ.get("OSL_JUPYTER_TOKEN", "sandbox")
+    chapter = "notebooks/00-tour.ipynb"
+    before = _contents(stack, token, chapter)
+    assert before["writable"], f"{chapter} is read-only to JupyterLab: the learner's working copy must be writable"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{stack.settings.endpoints().jupyter}/lab?token={token}")
+        listing = page.locator(".jp-DirListing-content")
+        listing.get_by_text("notebooks", exact=True).dblclick()
+        listing.get_by_text("00-tour.ipynb", exact=True).dblclick()
+        notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        expect(notebook.locator(".jp-MarkdownCell").first).to_contain_text("A tour of the sandbox")
+        expect(page.get_by_text("is read-only")).to_have_count(0)
+        # the kernel starts with the notebook; a cell sent before it is ready can be dropped
+        expect(page.get_by_role("button", name=re.compile(r"Python 3 \(ipykernel\) \| Idle"))).to_be_visible(
+            timeout=120_000
+        )
+        cell = notebook.locator(".jp-CodeCell").first
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        output = cell.locator(".jp-OutputArea-output")
+        # a deadline bounds the kernel's start and the cell's run; the verdict is the output itself
+        expect(output).to_contain_text("spark-worker-2", timeout=180_000)
+        printed = output.inner_text()
+        states = dict(re.findall(r"^(\S+)\s+(\S+)", printed, flags=re.M))
+        assert states == {s: "running" for s in ("kafka", "minio", "spark-master", "spark-worker-1",
+                                                  "spark-worker-2")}, printed  # fmt: skip
+        tab = page.locator(".lm-TabBar-tab.jp-mod-dirty", has_text="00-tour.ipynb")
+        expect(tab).to_have_count(1)  # the run left unsaved changes ...
+        page.keyboard.press("Control+s")
+        expect(tab).to_have_count(0, timeout=30_000)  # ... and the save cleared them
+        page.screenshot(path=str(tmp_path / "jupyterlab-chapter-00.png"))
+        print(f"screenshot: {tmp_path / 'jupyterlab-chapter-00.png'}")
+    finally:
+        page.close()
+    after = _contents(stack, token, chapter)
+    assert after["last_modified"] > before["last_modified"], "the save did not reach the working copy"
+    saved = "".join(
+        o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+        for o in after["content"]["cells"][1]["outputs"]
+    )
+    assert "spark-worker-2" in saved and "running" in saved, saved
+    recorded = _contents(stack, token, "recorded/00-tour.ipynb")
+    assert not recorded["writable"]  # the originals are mounted read-only
+    original = hashlib.sha256((ROOT / "notebooks" / "00-tour.ipynb").read_bytes()).hexdigest()
+    mounted = stack.run_in("jupyter", ["sha256sum", "/workspace/recorded/00-tour.ipynb"], capture=True)
+    assert mounted.stdout.split()[0] == original, "the recorded chapter changed under JupyterLab"
 
 
 def test_pause_resume_kill_and_restart_through_python_m_sandbox(stack, sandbox_cli):
@@ -128,3 +198,4 @@ def test_down_keeps_named_volumes_and_reset_removes_them(stack, sandbox_cli):
     assert reset.returncode == 0, reset.stderr
     assert _ps(stack) == {}
     assert _volumes(stack) & NAMED_VOLUMES == set()
+    assert LEARNER_VOLUME in _volumes(stack)  # the learner's working copy outlives a reset

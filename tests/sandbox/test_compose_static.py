@@ -103,9 +103,12 @@ def test_memory_limits_fit_a_16_gb_laptop():
     assert limits["spark-worker-1"] >= 2048 and limits["spark-worker-2"] >= 2048
 
 
-def test_jupyter_mounts_the_notebooks_and_reads_its_token_from_env():
-    jupyter = _compose()["services"]["jupyter"]
-    assert "./notebooks:/workspace/notebooks" in jupyter["volumes"]
+def test_jupyter_opens_a_working_copy_beside_the_read_only_recordings_and_reads_its_token_from_env():
+    compose = _compose()
+    jupyter = compose["services"]["jupyter"]
+    assert "./notebooks:/workspace/recorded:ro" in jupyter["volumes"]
+    assert "workbook:/workspace/notebooks" in jupyter["volumes"] and "workbook" in compose["volumes"]
+    assert jupyter["command"][:2] == ["python", "/opt/osl/docker/jupyter_start.py"]
     assert jupyter["environment"]["JUPYTER_TOKEN"].startswith("${OSL_JUPYTER_TOKEN")
     assert "--port=8888" in jupyter["command"]
 
@@ -223,6 +226,7 @@ class FakeDocker:
         self.ps = ps or []
         self.fail: dict[str, tuple[int, str]] = {}  # compose sub-command -> (rc, output)
         self.stale_reads: dict[str, int] = {}  # service -> ps reads still showing "unhealthy"
+        self.volumes: list[str] = []  # what `docker volume ls --quiet` answers
 
     def _sub(self, argv: list[str]) -> str:
         if argv[:2] != ["docker", "compose"]:
@@ -240,6 +244,8 @@ class FakeDocker:
         sub = self._sub(argv)
         if argv[:2] == ["docker", "info"]:
             return subprocess.CompletedProcess(argv, 0, "28.2.2\n", "")
+        if argv[:3] == ["docker", "volume", "ls"]:
+            return subprocess.CompletedProcess(argv, 0, "".join(f"{v}\n" for v in self.volumes), "")
         if sub in self.fail:
             rc, out = self.fail[sub]
             return subprocess.CompletedProcess(argv, rc, "", out)
@@ -371,15 +377,18 @@ def test_unknown_service_lists_the_known_ones(backend):
         backend.kill("zookeeper")
 
 
-def test_down_keeps_volumes_and_reset_deletes_them(backend, fake_docker):
+def test_down_keeps_volumes_and_reset_deletes_the_data_but_not_the_learner_s_workbook(backend, fake_docker):
     fake_docker.ps = _record(minio="paused")
     backend.down()
     fake_docker.ps = _record(minio="paused")  # the fake unpaused it; both must unpause first
+    fake_docker.volumes = [f"ordered-stream-lab_{v}" for v in ("kafka-data", "minio-data", "workbook")]
     backend.reset()
     assert fake_docker.compose_calls() == [
         ["unpause", "minio"], ["down", "--remove-orphans"],
-        ["unpause", "minio"], ["down", "--remove-orphans", "--volumes"],
+        ["unpause", "minio"], ["down", "--remove-orphans"],
     ]  # fmt: skip
+    assert fake_docker.calls[-1] == ["docker", "volume", "rm", "ordered-stream-lab_kafka-data",
+                                     "ordered-stream-lab_minio-data"]  # fmt: skip
 
 
 def test_logs_asks_compose_for_the_tail_of_one_service(backend, fake_docker):
