@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
                           help="also merge with the output readers see now into <version>+merged (the live output wins)")  # fmt: skip
     backfill.add_argument("--ledger", help="verify the result (and the archive) against this ledger")
     backfill.add_argument("--switch", action="store_true", help="point readers at the result if --ledger verifies it clean")
+    package = sub.add_parser("package", help="build the job for spark-submit: a --py-files zip, a driver script, a properties file",
+                             description="See job/ops/package.py. Prints the spark-submit line for this sandbox.")  # fmt: skip
+    package.add_argument("--out", type=Path, default=Path("build/spark-submit"), help="folder to write (default: build/spark-submit)")
     return parser
 
 
@@ -130,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             from job.ops.repair import run_cli
 
             return run_cli(args, settings)
+        if args.command == "package":
+            return _package(args, settings)
         return _verify(args, settings)
     except (JobError, SandboxError, ProducerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -141,6 +146,18 @@ def main(argv: list[str] | None = None) -> int:
 
 #: What ``python -m job run`` says on Ctrl-C.
 INTERRUPTED = "interrupted; the checkpoint lets the next run continue where this one stopped"
+
+
+def _package(args, settings) -> int:
+    from job.ops.package import build
+    from sandbox.settings import shown
+
+    pkg = build(args.out, settings)
+    print(f"packaged {pkg.modules} modules of job, producers and sandbox -> {shown(pkg.zip)}")
+    print(f"driver script -> {shown(pkg.driver)}; properties for {settings.endpoints().spark_master} -> {shown(pkg.properties)}")
+    print("submit from an environment with the project's dependencies (not its source), in client mode:")
+    print(f"  PYSPARK_PYTHON=$(command -v python3) {pkg.submit_line('run', '--until-drained')}")
+    return 0
 
 
 def _run(args, settings) -> int:
