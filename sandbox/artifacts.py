@@ -125,7 +125,8 @@ def resolve_jars(
     plan = [(c, True) for c in coordinates] + [(c, False) for c in intransitive]
     for (group, artifact, version), transitive in plan:
         coord = f"{group}:{artifact}:{version}"
-        progress(f"[artifacts] resolving {coord} and its dependencies from {registry} ...")
+        log = _log_path(settings, f"resolve-{coord}")
+        progress(f"[artifacts] resolving {coord} and its dependencies from {registry} (log: {log}) ...")
         cmd = [
             str(java), "-jar", str(_ivy_jar()),
             "-settings", str(ivy_settings),
@@ -135,9 +136,11 @@ def resolve_jars(
             "-retrieve", str(staging / "[artifact]-[revision](-[classifier]).[ext]"),
             *([] if transitive else ["-notransitive"]),
         ]  # fmt: skip
-        tail = _run_streaming(cmd, progress, _ivy_progress_line, label=coord)
+        started = time.monotonic()
+        downloaded, tail = _run_streaming(cmd, progress, _ivy_download, label=coord, unit="jars downloaded", log=log)
         if tail is not None:
-            raise ArtifactFetchError(coord, registry, _ivy_failure(tail))
+            raise ArtifactFetchError(coord, registry, _ivy_failure(tail) + f" (whole output: {log})")
+        progress(f"[artifacts]   {coord}: {downloaded} jars downloaded in {time.monotonic() - started:.0f}s")
     if drop_provided_by_spark:
         provided = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
         for jar in staging.glob("*.jar"):
@@ -160,9 +163,8 @@ def _artifact_name(jar: str) -> str:
     return re.sub(r"-\d[^-]*(-[A-Za-z][\w.-]*)?\.jar$", "", jar)
 
 
-def _ivy_progress_line(line: str) -> str | None:
-    match = re.search(r"downloading \S+/([^/\s]+\.jar)", line)
-    return f"[artifacts]   downloading {match.group(1)}" if match else None
+def _ivy_download(line: str) -> bool:
+    return re.search(r"downloading \S+\.jar", line) is not None
 
 
 def _ivy_failure(tail: list[str]) -> str:
@@ -173,42 +175,53 @@ def _ivy_failure(tail: list[str]) -> str:
     return "; ".join(dict.fromkeys(interesting[:6])) or " / ".join(line.strip() for line in tail[-5:])
 
 
+def _log_path(settings: Settings, label: str) -> Path:
+    """Where a fetch or build keeps its whole output (the terminal gets one line per step)."""
+    path = settings.cache_dir / "logs" / (re.sub(r"[^A-Za-z0-9._-]+", "_", label) + ".log")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _run_streaming(
     cmd: list[str],
     progress: Progress,
-    pick: Callable[[str], str | None],
+    count: Callable[[str], bool],
     *,
     label: str,
+    unit: str,
+    log: Path,
     env: dict[str, str] | None = None,
-    heartbeat_s: float = 20.0,
-) -> list[str] | None:
-    """Run ``cmd``, turning chosen output lines into progress, with a heartbeat while it is quiet.
+    heartbeat_s: float = 15.0,
+) -> tuple[int, list[str] | None]:
+    """Run ``cmd`` with its whole output in ``log``; while it runs, a line every ``heartbeat_s``
+    says how many output lines ``count`` matched so far (jars downloaded, modules fetched).
 
-    Returns None on success, else the last lines of output.
+    Returns (that count, None) on success, else (the count, the last lines of output).
     """
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     done = threading.Event()
+    seen = [0]
 
     def beat() -> None:
         while not done.wait(heartbeat_s):
-            progress(f"[artifacts]   still working on {label} ({time.monotonic() - started:.0f}s)")
+            progress(f"[artifacts]   {label}: {seen[0]} {unit} so far ({time.monotonic() - started:.0f}s)")
 
     threading.Thread(target=beat, daemon=True).start()
     tail: list[str] = []
     assert proc.stdout is not None
     try:
-        for line in proc.stdout:
-            tail = (tail + [line.rstrip()])[-40:]
-            shown = pick(line)
-            if shown:
-                progress(shown)
+        with log.open("w", encoding="utf-8") as out:
+            for line in proc.stdout:
+                out.write(line)
+                tail = (tail + [line.rstrip()])[-40:]
+                seen[0] += count(line)
         rc = proc.wait()
     finally:
         done.set()
         if proc.poll() is None:
             proc.kill()
-    return None if rc == 0 else tail
+    return seen[0], (None if rc == 0 else tail)
 
 
 def kafka_jars(settings: Settings, *, progress: Progress = say) -> list[Path]:
@@ -225,6 +238,12 @@ def spark_job_jars(settings: Settings, *, progress: Progress = say) -> list[Path
     )  # fmt: skip
 
 
+def built_minio(settings: Settings) -> Path | None:
+    """The MinIO binary :func:`minio_binary` built from the pinned module, if it did (no build)."""
+    binary = settings.cache_dir / "minio" / versions.MINIO_VERSION / "minio"
+    return binary if binary.exists() else None
+
+
 def minio_binary(settings: Settings, *, progress: Progress = say) -> Path:
     """A MinIO server binary: one on PATH, else one built (once) from the pinned Go module."""
     on_path = shutil.which("minio")
@@ -236,23 +255,28 @@ def minio_binary(settings: Settings, *, progress: Progress = say) -> Path:
         return binary
     go = _go_executable()
     module = f"{versions.MINIO_MODULE}@{versions.MINIO_VERSION}"
-    progress(f"[artifacts] building MinIO from {module} with {go} (once; a few minutes) ...")
-    env = dict(os.environ, GOBIN=str(bin_dir), CGO_ENABLED="0")
+    log = _log_path(settings, f"build-minio-{versions.MINIO_VERSION}")
+    progress(f"[artifacts] building MinIO from {module} with {go} (once; a few minutes; log: {log}) ...")
+    # the image's build settings (docker/Dockerfile, minio-build), so the image can reuse this binary
+    env = dict(os.environ, GOBIN=str(bin_dir), CGO_ENABLED="0", GOFLAGS="-buildvcs=false")
     bin_dir.mkdir(parents=True, exist_ok=True)
-    tail = _run_streaming(
-        [str(go), "install", module],
+    started = time.monotonic()
+    _, tail = _run_streaming(
+        [str(go), "install", "-trimpath", module],
         progress,
-        lambda line: f"[artifacts]   {line.strip()}" if line.startswith("go: downloading github.com/minio/") else None,
+        lambda line: line.startswith("go: downloading "),
         label="the MinIO build",
+        unit="Go modules downloaded",
+        log=log,
         env=env,
         heartbeat_s=30.0,
     )
     if tail is not None or not binary.exists():
-        joined = " / ".join(line for line in (tail or [])[-6:])
+        joined = " / ".join(line for line in (tail or [])[-6:]) + f" (whole output: {log})"
         if any(k in joined for k in ("dial tcp", "proxy", "403", "404", "no such host", "i/o timeout")):
             raise ArtifactFetchError(module, "the Go module proxy", joined)
         raise SandboxError(f"building MinIO ({module}) failed: {joined}")
-    progress(f"[artifacts] MinIO built: {binary}")
+    progress(f"[artifacts] MinIO built in {time.monotonic() - started:.0f}s: {binary}")
     return binary
 
 

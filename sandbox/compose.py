@@ -320,6 +320,7 @@ class ComposeBackend:
             if status["State"] == "paused":
                 self._progress(f"[compose] {status['Service']} is paused; resuming it")
                 self._compose("unpause", status["Service"])
+        self._stage_minio()
         self._progress(f"[compose] building images for {self.project_name} (cached after the first build) ...")
         self._compose_streaming("build", label="the image build")
         self._progress("[compose] starting services and waiting for their healthchecks ...")
@@ -336,6 +337,28 @@ class ComposeBackend:
         for name in self.services():
             self._wait_healthy(name)
         self._progress(f"[compose] all services healthy ({time.monotonic() - started:.1f}s)")
+
+    def _stage_minio(self) -> None:
+        """Put the MinIO binary the local backend built from the same pinned module in
+        ``prebuilt/``, where the image build takes it instead of compiling MinIO again
+        (prebuilt/README.md); nothing when there is none, and the image builds its own."""
+        from sandbox import artifacts, versions
+
+        built = artifacts.built_minio(self.settings)
+        folder = self.compose_file.parent / "prebuilt"
+        if built is None or not folder.is_dir():
+            return
+        dest, stamp = folder / "minio", folder / "minio.version"
+        want = f"{versions.MINIO_MODULE}@{versions.MINIO_VERSION}"
+        current = stamp.exists() and stamp.read_text() == want and dest.exists()
+        if current and dest.stat().st_size == built.stat().st_size:
+            return
+        stamp.unlink(missing_ok=True)  # never a stamp naming a binary not (yet) in place
+        partial = folder / "minio.partial"
+        shutil.copy2(built, partial)
+        partial.replace(dest)
+        stamp.write_text(want)
+        self._progress(f"[compose] the MinIO image reuses the binary built for the local backend ({built})")
 
     def down(self) -> None:
         self._unpause_all()

@@ -529,3 +529,33 @@ def test_settings_with_offset_and_compose_environment_agree_with_endpoints(tmp_p
     assert e.s3_endpoint.endswith(":" + env["OSL_MINIO_PORT"])
     assert e.spark_master_ui.endswith(":" + env["OSL_SPARK_MASTER_UI_PORT"])
     assert e.jupyter and e.jupyter.endswith(":" + env["OSL_JUPYTER_PORT"])
+
+
+def _checkout(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "prebuilt").mkdir(parents=True)
+    (root / "docker-compose.yml").write_text(COMPOSE_FILE.read_text())
+    return root
+
+
+def test_the_minio_the_local_backend_built_is_staged_for_the_image_with_its_module_and_version(tmp_path, fake_docker):
+    from sandbox import versions
+
+    settings = make_settings(tmp_path)
+    built = settings.cache_dir / "minio" / versions.MINIO_VERSION / "minio"
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"\x7fELF minio")
+    root = _checkout(tmp_path)
+    backend = ComposeBackend(settings, compose_file=root / "docker-compose.yml", progress=lambda _: None)
+    backend._stage_minio()
+    assert (root / "prebuilt" / "minio").read_bytes() == b"\x7fELF minio"
+    assert (root / "prebuilt" / "minio.version").read_text() == f"{versions.MINIO_MODULE}@{versions.MINIO_VERSION}"
+    # the Dockerfile's test is this very string
+    assert '"${MINIO_MODULE}@${MINIO_VERSION}"' in (ROOT / "docker" / "Dockerfile").read_text()
+
+
+def test_without_a_local_minio_nothing_is_staged_and_the_image_builds_its_own(tmp_path, fake_docker):
+    root = _checkout(tmp_path)
+    backend = ComposeBackend(make_settings(tmp_path), compose_file=root / "docker-compose.yml", progress=lambda _: None)
+    backend._stage_minio()
+    assert sorted(p.name for p in (root / "prebuilt").iterdir()) == []

@@ -19,6 +19,13 @@ def _dirs(tmp_path: Path) -> tuple[Path, Path]:
     return recorded, work
 
 
+def _synced(tmp_path: Path) -> tuple[Path, Path]:
+    """Recorded chapters and a working copy already filled from them once."""
+    recorded, work = _dirs(tmp_path)
+    jupyter_start.sync(recorded, work)
+    return recorded, work
+
+
 def test_a_fresh_working_copy_gets_every_chapter(tmp_path):
     recorded, work = _dirs(tmp_path)
     done = jupyter_start.sync(recorded, work)
@@ -27,8 +34,7 @@ def test_a_fresh_working_copy_gets_every_chapter(tmp_path):
 
 
 def test_an_untouched_chapter_follows_a_new_recording_and_an_edited_one_is_kept(tmp_path):
-    recorded, work = _dirs(tmp_path)
-    jupyter_start.sync(recorded, work)
+    recorded, work = _synced(tmp_path)
     (work / "01-producers.ipynb").write_text("producers v1 + my notes")
     (recorded / "00-tour.ipynb").write_text("tour v2")
     (recorded / "01-producers.ipynb").write_text("producers v2")
@@ -39,8 +45,7 @@ def test_an_untouched_chapter_follows_a_new_recording_and_an_edited_one_is_kept(
 
 
 def test_an_edit_is_kept_even_when_the_recording_did_not_change(tmp_path):
-    recorded, work = _dirs(tmp_path)
-    jupyter_start.sync(recorded, work)
+    recorded, work = _synced(tmp_path)
     (work / "00-tour.ipynb").write_text("my run")
     done = jupyter_start.sync(recorded, work)
     assert done["same"] == ["00-tour.ipynb", "01-producers.ipynb"]
@@ -48,7 +53,6 @@ def test_an_edit_is_kept_even_when_the_recording_did_not_change(tmp_path):
 
 
 def test_a_deleted_chapter_comes_back_from_the_recording(tmp_path):
-    recorded, work = _dirs(tmp_path)
-    jupyter_start.sync(recorded, work)
+    recorded, work = _synced(tmp_path)
     (work / "00-tour.ipynb").unlink()
     assert jupyter_start.sync(recorded, work)["new"] == ["00-tour.ipynb"]

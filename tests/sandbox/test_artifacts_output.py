@@ -1,0 +1,46 @@
+"""A fetch or build keeps its whole output in a log and shows counts, not a wall of lines."""
+
+from __future__ import annotations
+
+import sys
+
+from sandbox.artifacts import _ivy_download, _run_streaming
+
+
+def _script(*lines: str, status: int = 0) -> list[str]:
+    body = "".join(f"print({line!r})\n" for line in lines) + f"raise SystemExit({status})"
+    return [sys.executable, "-c", body]
+
+
+def test_output_goes_to_the_log_and_only_the_count_comes_back(tmp_path):
+    shown: list[str] = []
+    log = tmp_path / "resolve.log"
+    lines = ("downloading https://repo/x/a-1.0.jar ...", "found b#c;2", "downloading https://repo/y/d-2.0.jar ...")
+    count, tail = _run_streaming(_script(*lines), shown.append, _ivy_download, label="g:a:1", unit="jars", log=log)
+    assert (count, tail, shown) == (2, None, [])
+    assert log.read_text().splitlines() == list(lines)
+
+
+def test_a_failure_returns_the_last_lines_for_the_error_message(tmp_path):
+    count, tail = _run_streaming(_script("UNRESOLVED DEPENDENCIES", status=1), lambda _: None, _ivy_download,
+                                 label="g:a:1", unit="jars", log=tmp_path / "x.log")  # fmt: skip
+    assert count == 0 and tail == ["UNRESOLVED DEPENDENCIES"]
+
+
+def test_a_long_step_says_how_far_it_got_on_each_heartbeat(tmp_path):
+    # the child runs until the test has seen a heartbeat that counts its one download (or 60 s)
+    seen = tmp_path / "seen"
+    child = [sys.executable, "-c", "import pathlib, sys, time\nprint('downloading r/a.jar', flush=True)\n"
+             f"deadline = time.monotonic() + 60\nwhile not pathlib.Path({str(seen)!r}).exists():\n"
+             "    if time.monotonic() > deadline: sys.exit(3)\n    time.sleep(0.05)"]  # fmt: skip
+    shown: list[str] = []
+
+    def progress(line: str) -> None:
+        shown.append(line)
+        if "1 jars downloaded so far" in line:
+            seen.touch()
+
+    _, tail = _run_streaming(child, progress, _ivy_download, label="g:a:1", unit="jars downloaded",
+                             log=tmp_path / "x.log", heartbeat_s=0.2)  # fmt: skip
+    assert tail is None, "no heartbeat counted the download within 60 s"
+    assert shown and all(line.startswith("[artifacts]   g:a:1: ") for line in shown)
