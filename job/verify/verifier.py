@@ -68,6 +68,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pandas as pd
@@ -90,7 +91,9 @@ __all__ = [
     "FindingKind",
     "Report",
     "check",
+    "load_deleted",
     "output_frames",
+    "save_deleted",
 ]
 
 #: What a finding can be: the producers' anomalies, plus output nothing explains.
@@ -685,6 +688,13 @@ def _check_strict_prefix(s: _Session, out: _Findings) -> None:
     # snapshot: the core joins a new session there (see job.engine.session), the whole table.
     first = s.delivered[min(s.delivered)] if s.delivered else None
     joined = (int(first.epoch), int(first.seq)) if first is not None and first.kind == "snapshot" else None
+    # The first message strict wrote is the first it saw: it applies each message or stops,
+    # and every applied message writes a change. A snapshot there is a join even when its
+    # record's delivery was indeterminate, so not among the delivered (the output shows it arrived).
+    first_written = next((k for k in s.order if k in written), None)
+    if joined is None and first_written is not None:
+        kinds = {(int(r.epoch), int(r.seq)): r.kind for r in s.ledger.itertuples(index=False)}
+        joined = first_written if kinds.get(first_written) == "snapshot" else None
     missing = [
         k for k in s.order[:n]
         if k not in written and any(w > k and w[0] == k[0] for w in written) and not (joined and k < joined)
@@ -841,6 +851,30 @@ class DeletedRange:
 
     def line(self) -> str:
         return f"{self.topic}[{self.partition}] offsets {self.start}..{self.end - 1} ({self.count} records)"
+
+
+def save_deleted(ranges: Sequence[DeletedRange], path: Path) -> Path:
+    """Write ``ranges`` as JSON (``[{"topic", "partition", "start", "end"}, ...]``, end excluded)
+    for ``python -m job verify --kafka-deleted``."""
+    path.write_text(json.dumps([dataclasses.asdict(d) for d in ranges], indent=1))
+    return path
+
+
+def load_deleted(path: Path) -> list[DeletedRange]:
+    """Read :func:`save_deleted`'s file; a missing or malformed one raises UsageError naming it."""
+    fix = "write it with job.verify.verifier.save_deleted (a JSON list of {topic, partition, start, end})"
+    try:
+        items = json.loads(path.read_text())
+        ranges = [DeletedRange(topic=str(i["topic"]), partition=int(i["partition"]), start=int(i["start"]),
+                               end=int(i["end"])) for i in items]  # fmt: skip
+    except FileNotFoundError:
+        raise UsageError(f"--kafka-deleted {path}: no such file", fix) from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UsageError(f"--kafka-deleted {path}: not a list of deleted ranges ({exc})", fix) from None
+    bad = [d for d in ranges if d.start < 0 or d.end < d.start]
+    if bad:
+        raise UsageError(f"--kafka-deleted {path}: a range ends before it starts: {bad[0]}", fix)
+    return ranges
 
 
 def _deleted_records(ledger: pd.DataFrame, deleted: Sequence[DeletedRange]) -> dict[tuple[str, int, int], int]:
