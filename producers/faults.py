@@ -188,6 +188,9 @@ class Target:
     sites: frozenset[str] | None = None
     sessions: frozenset[int] | None = None  # ordinals within a site, from 0
     at: int | None = None  # index of the intended message within the session, from 0
+    #: the first index a message may be hit at: the session's messages before it are clean
+    #: (a clean stretch, so a ``strict`` job commits a gap-free prefix before its stop)
+    after: int | None = None
 
     def matches(self, site: str, ordinal: int) -> bool:
         return (self.sites is None or site in self.sites) and (self.sessions is None or ordinal in self.sessions)
@@ -212,6 +215,9 @@ class Fault:
             )
         if self.target.at is not None and self.target.at < 0:
             raise FaultSpecError(self.spec(), f"at={self.target.at} is negative", "use a message index >= 0")
+        if self.target.after is not None and (self.target.after < 0 or self.info.stage == "session"):
+            fix = "target with sessions= instead" if self.info.stage == "session" else "use a message index >= 0"
+            raise FaultSpecError(self.spec(), f"after={self.target.after} does not apply here", fix)
 
     def knobs(self) -> dict[str, Any]:
         """The fault-specific settings (everything but probability and target)."""
@@ -230,6 +236,8 @@ class Fault:
             parts.append("sessions=" + ",".join(map(str, sorted(t.sessions))))
         if t.at is not None:
             parts.append(f"at={t.at}")
+        if t.after is not None:
+            parts.append(f"after={t.after}")
         return ":".join(parts)
 
     # -- the apply steps (each fault class overrides the one of its stage) ----------------
@@ -671,10 +679,11 @@ def parse_fault(text: str) -> Fault:
     """Read a fault from its command-line form ``NAME[:PROB][:knob=value]...``.
 
     Knobs are the fault's own settings (``k``, ``variant``, ``size``, ``skew_ms``) and the
-    target: ``sites=a,b``, ``sessions=0,2``, ``at=N``. A probability is required unless
-    ``at=`` is given, or the fault hits whole sessions and ``sites=``/``sessions=`` is
-    given; then it defaults to 1. Examples: ``drop:0.01``,
-    ``reorder:0.02:k=4``, ``crash:sites=fleet-2:sessions=1:at=120``.
+    target: ``sites=a,b``, ``sessions=0,2``, ``at=N`` (that message only), ``after=N`` (none
+    of the session's messages before it). A probability is required unless ``at=`` is given,
+    or the fault hits whole sessions and ``sites=``/``sessions=`` is given; then it defaults
+    to 1. Examples: ``drop:0.01``, ``reorder:0.02:k=4``, ``crash:sites=fleet-2:sessions=1:at=120``,
+    ``drop:0.01:after=100``.
     """
     parts = [p.strip() for p in text.strip().split(":")]
     name = parts[0]
@@ -688,6 +697,7 @@ def parse_fault(text: str) -> Fault:
     sites: frozenset[str] | None = None
     sessions: frozenset[int] | None = None
     at: int | None = None
+    after: int | None = None
     own = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("probability", "target")}
     for part in parts[1:]:
         if not part:
@@ -706,13 +716,15 @@ def parse_fault(text: str) -> Fault:
             sessions = frozenset(_number(text, "sessions", s, int) for s in value.split(",") if s)
         elif key == "at":
             at = _number(text, "at", value, int)
+        elif key == "after":
+            after = _number(text, "after", value, int)
         elif key in ("p", "probability"):
             probability = _number(text, "probability", value, float)
         elif key in own:
             kind = own[key].type
             knobs[key] = _number(text, key, value, int) if "int" in str(kind) else value
         else:
-            allowed = ["sites", "sessions", "at", *own]
+            allowed = ["sites", "sessions", "at", "after", *own]
             raise FaultSpecError(text, f"{key!r} is not a setting of {name}", f"use {', '.join(allowed)}")
     if probability is None:
         targeted_session = cls.info.stage == "session" and (sites is not None or sessions is not None)
@@ -720,7 +732,7 @@ def parse_fault(text: str) -> Fault:
             example = f"{name}:sessions=0" if cls.info.stage == "session" else f"{name}:at=40"
             raise FaultSpecError(text, "no probability given", f"write e.g. {name}:0.01, or {example} to aim it")
         probability = 1.0
-    return cls(probability=probability, target=Target(sites=sites, sessions=sessions, at=at), **knobs)
+    return cls(probability=probability, target=Target(sites=sites, sessions=sessions, at=at, after=after), **knobs)
 
 
 def _number(spec: str, what: str, text: str, kind: type) -> Any:
@@ -931,7 +943,8 @@ class SessionFaults:
 
 
 def _eligible(fault: Fault, index: int) -> bool:
-    return fault.target.at is None or fault.target.at == index
+    t = fault.target
+    return (t.at is None or t.at == index) and (t.after is None or index >= t.after)
 
 
 def _bad(sent: bytes, detail: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
