@@ -214,24 +214,20 @@ def batch_parts(progress: list[dict]) -> dict[str, float]:
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
                     verify: bool = True, partitions: int | None = None, raw: bool = False,
                     fetch_wait_ms: int | None = None) -> Throughput:  # fmt: skip
-    """The job on the backlog from the earliest offset, available-now; ``partitions`` sets the
-    state's shuffle partitions (kept by the fresh checkpoint), ``raw`` runs the raw archive too."""
+    """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
+    ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
+    archive too."""
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
     cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
-                     max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms)  # fmt: skip
-    default_partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    if partitions is not None:
-        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    try:
-        started = time.monotonic()
-        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-        for query in queries:
-            query.awaitTermination()
-        wall = time.monotonic() - started
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", default_partitions)
+                     max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms,
+                     state_partitions=partitions)  # fmt: skip
+    started = time.monotonic()
+    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+    for query in queries:
+        query.awaitTermination()
+    wall = time.monotonic() - started
     query = queries[0]
     for q in queries:
         if q.exception() is not None:
@@ -241,7 +237,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     out = Throughput(
         f"job, {operator}", sum(p["numInputRows"] for p in batches), wall, len(batches),
         sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
-        setup={"operator": operator, "cap": max_offsets, "partitions": int(partitions or default_partitions), "raw": raw,
+        setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions, "raw": raw,
                "fetch_wait_ms": cfg.fetch_max_wait_ms},
         parts_ms=batch_parts(steady or batches),
     )  # fmt: skip
@@ -268,7 +264,7 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
     ledger = produce(settings, work, prefix, seed=seed, rate=rate, duration=duration)
     pipeline.drain(queries, bootstrap=bootstrap, topic_prefix=prefix, timeout_s=900, progress=say)
     wall = time.monotonic() - started
-    visible = sink_visibility(settings, cfg.sessions_path)
+    visible = sink_visibility(settings, cfg.sink_path)
     say(f"  drained {wall:.0f}s after the producers started")
     return latencies(f"job, {operator}", ledger_ok(ledger), visible)
 
@@ -299,7 +295,7 @@ def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: flo
 # ----------------------------------------------------------------------------- measuring
 
 
-def sink_visibility(settings, sessions_path: str) -> pd.DataFrame:
+def sink_visibility(settings, sink_path: str) -> pd.DataFrame:
     """(topic, partition, offset, visible_ms) for every record with a row in the file sink's output.
 
     A file becomes visible when the first ``_spark_metadata`` log entry listing it is
@@ -310,7 +306,7 @@ def sink_visibility(settings, sessions_path: str) -> pd.DataFrame:
     from sandbox.health import s3_client
 
     s3 = s3_client(settings)
-    url = urlparse(sessions_path)
+    url = urlparse(sink_path)
     bucket, root = url.netloc, url.path.lstrip("/").rstrip("/")
     first_seen: dict[str, int] = {}
     paginator = s3.get_paginator("list_objects_v2")

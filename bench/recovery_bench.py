@@ -397,7 +397,7 @@ def job_worker(args) -> int:
     record()
     report = verify_lake(settings, ledger=request["ledger"], lake=cfg.output, policy=cfg.policy, spark=spark)
     Path(args.verdict).write_text(json.dumps({"ok": bool(report.ok), "summary": report.summary(),
-                                              "sessions_path": cfg.sessions_path}))  # fmt: skip
+                                              "sink_path": cfg.sink_path}))  # fmt: skip
     spark.stop()
     return 0
 
@@ -494,7 +494,7 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     if not finished:
         raise RuntimeError(worker.failed or f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
     verdict = json.loads(files["verdict.json"].read_text())
-    visible = sink_visibility(settings, verdict["sessions_path"]) if system == "job" else _read_visible(files["visible.csv"])
+    visible = sink_visibility(settings, verdict["sink_path"]) if system == "job" else _read_visible(files["visible.csv"])
     return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger_path,
                      events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
                      restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
@@ -503,14 +503,15 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
 def _schedule(system: str, schedule: Schedule, worker: Supervised, sandbox, producer: threading.Thread,
               ledger: dict[str, str], t0_ms: int) -> tuple[list[int], str]:  # fmt: skip
     """Inject the failures on time while the producers run; return the failure times and the ledger."""
+    what = failure_label(system, schedule)
     say(f"{system}: producing {schedule.rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
-        f"{schedule.failures} x {schedule.action} {schedule.target} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
+        f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
     failures_ms = []
     for n, at in enumerate(schedule.times(), 1):
         time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
         failures_ms.append(int(time.time() * 1000))
         undo = inject(system, schedule, sandbox, worker)
-        say(f"  failure {n}: {schedule.action} {schedule.target} at t={(failures_ms[-1] - t0_ms) / 1000:.0f}s")
+        say(f"  failure {n}: {what} at t={(failures_ms[-1] - t0_ms) / 1000:.0f}s")
         time.sleep(schedule.down_s)
         undo()
         say(f"  failure {n}: undone at t={(time.time() * 1000 - t0_ms) / 1000:.0f}s")
@@ -535,12 +536,25 @@ def busiest_worker(settings) -> str:
     return f"spark-worker-{best + 1}"
 
 
+def _own_process(system: str, schedule: Schedule) -> bool:
+    # the baseline has no Spark: a Spark target means its one process
+    return schedule.target in PROCESS_TARGETS or (system == "baseline" and schedule.target.startswith("spark-"))
+
+
+def failure_label(system: str, schedule: Schedule) -> str:
+    """What a failure does to ``system``, in words: the log and the report say this, not the
+    schedule's target, which the baseline does not have."""
+    if _own_process(system, schedule):
+        restart = ", restarted by its supervisor" if schedule.action == "kill" else ""
+        return f"{schedule.action} the {system}'s process{restart}"
+    return f"{schedule.action} {schedule.target}"
+
+
 def inject(system: str, schedule: Schedule, sandbox, worker: Supervised) -> Callable[[], None]:
     """Break the target now; return what brings it back. A Spark target means the
     baseline's one process when the baseline runs; ``driver`` the job's process;
     ``spark-worker`` the worker that runs most of the job's executors at that moment."""
-    own_process = schedule.target in PROCESS_TARGETS or (system == "baseline" and schedule.target.startswith("spark-"))
-    if own_process:
+    if _own_process(system, schedule):
         if schedule.action == "kill":
             worker.kill()
             return worker.restart
@@ -637,9 +651,9 @@ def fmt_s(value: float | None) -> str:
 
 
 def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: dict[str, SystemRun]) -> None:
-    print(f"\nrecovery benchmark: {schedule.failures} x {schedule.action} {schedule.target} every "
-          f"{schedule.interval_s:.0f}s (back after {schedule.down_s:.0f}s), {schedule.rate:.0f} msg/s, "
-          f"warm-up {schedule.warmup_s:.0f}s")  # fmt: skip
+    print(f"\nrecovery benchmark: {schedule.failures} failures every {schedule.interval_s:.0f}s (back after "
+          f"{schedule.down_s:.0f}s), {schedule.rate:.0f} msg/s, warm-up {schedule.warmup_s:.0f}s: "
+          + "; ".join(f"{system}: {failure_label(system, schedule)}" for system in reports))  # fmt: skip
     print(f"  {'':<10}{'failure':>8}{'at':>6}{'thr impact':>11}{'thr recov':>10}{'p90 impact':>11}{'p90 recov':>10}{'lag peak':>10}")
     for system, report in reports.items():
         for f in report.failures:

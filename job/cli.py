@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--starting-offsets", default="earliest", help="earliest | latest")
     run.add_argument("--max-offsets-per-trigger", type=int, default=JobConfig.max_offsets_per_trigger,
                      help=f"records per micro-batch at most, all partitions together (default: {JobConfig.max_offsets_per_trigger})")
+    run.add_argument("--state-partitions", type=int, default=JobConfig.state_partitions,
+                     help=f"partitions of the session state, fixed by the checkpoint's first run (default: {JobConfig.state_partitions})")
     run.add_argument("--fail-on-data-loss", action=argparse.BooleanOptionalAction, default=JobConfig.fail_on_data_loss,
                      help="stop when Kafka deleted records the checkpoint says come next (default: on); "
                           "--no-fail-on-data-loss skips to the oldest record Kafka still has")  # fmt: skip
@@ -49,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--lake", help="lake root (default: s3a://<bucket>/job)")
     verify.add_argument("--policy", default="resync")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
+    verify.add_argument("--kafka-deleted", type=Path, metavar="FILE",
+                        help="offsets Kafka deleted before the job read them (JSON, job.verify.verifier.save_deleted): "
+                             "their records count as lost to Kafka, not as the job's fault")  # fmt: skip
     repair = sub.add_parser("repair", help="repair a job whose checkpoint and file-sink output disagree (dry run unless --apply)",
                             description="The six-step repair of docs in job/ops/repair.py: find the damage, cut the output "
                                         "after each session's last complete snapshot, back up and remove the checkpoint, "
@@ -63,10 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     repair.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
     repair.add_argument("--operator", default=JobConfig.operator)
     repair.add_argument("--no-raw-archive", action="store_true", help="the job ran without the raw archive")
+    repair.add_argument("--plan", type=Path, help="also write the plan as JSON here (RepairPlan.from_json reads it back)")
     backfill = sub.add_parser(
         "backfill", help="replay the raw archive for a time range into a versioned output (no broker needed)",
         description="Replay the job's raw archive for [--from, --to) through the same session core into "
-        "<lake>/backfill/<version>/sessions-out; readers are untouched until --merge or --switch. Times are ISO 8601 "
+        "<lake>/backfill/<version>/out; readers are untouched until --merge or --switch. Times are ISO 8601 "
         "(UTC when no zone), epoch milliseconds, 'earliest' or 'latest'. See job/ops/backfill.py for the merge rule.",
     )  # fmt: skip
     backfill.add_argument("--from", dest="start", required=True, help="range start, included (e.g. 2026-11-22T21:00:00Z)")
@@ -171,20 +177,25 @@ def _run(args, settings) -> int:
         checkpoint=args.checkpoint.resolve() if args.checkpoint else None,
         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
         fail_on_data_loss=args.fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
-        operator=args.operator,
+        operator=args.operator, state_partitions=args.state_partitions,
     )  # fmt: skip
     from job.engine import interrupts
+    from job.spark.pipeline import state_partitions_warning
     from sandbox.health import require
     from sandbox.spark import driver_log, spark_session
 
-    require(settings, "kafka", "minio", "spark")
-    print(f"[job] policy={cfg.policy} operator={cfg.operator} failOnDataLoss={str(cfg.fail_on_data_loss).lower()} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
     extra = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--conf {item!r}", "write it as KEY=VALUE, e.g. spark.sql.shuffle.partitions=4")
+            raise UsageError(f"--conf {item!r}", "write it as KEY=VALUE, e.g. spark.sql.adaptive.enabled=false")
+        if key.strip() == "spark.sql.shuffle.partitions":
+            raise UsageError(f"--conf {item!r}", f"the job's state partitions are --state-partitions {value.strip() or 'N'}")
         extra[key.strip()] = value
+    require(settings, "kafka", "minio", "spark")
+    print(f"[job] policy={cfg.policy} operator={cfg.operator} failOnDataLoss={str(cfg.fail_on_data_loss).lower()} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
+    if (warning := state_partitions_warning(cfg)) is not None:
+        print(f"warning: {warning}", file=sys.stderr)
     spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
     events = (args.events or cfg.checkpoint / "events.jsonl").resolve()
@@ -263,9 +274,11 @@ def _watch(args, settings) -> int:
 
 def _verify(args, settings) -> int:
     from job.verify.lake_check import verify_lake
+    from job.verify.verifier import load_deleted
 
+    deleted = load_deleted(args.kafka_deleted) if args.kafka_deleted else ()
     report = verify_lake(settings, ledger=args.ledger, lake=args.lake or f"s3a://{settings.bucket}/job", policy=args.policy,
-                         preflight=True)  # fmt: skip
+                         preflight=True, deleted=deleted)  # fmt: skip
     print(report.summary())
     if args.json:
         args.json.write_text(report.to_json())

@@ -161,3 +161,10 @@ def test_killed_baseline_is_restarted_detected_recovered_and_verified_on_real_ka
     table = result["tables"]["baseline"]
     assert 80 <= table["input_rate"].iloc[5:45].mean() <= 120
     assert Path(result["files"]["series_plot"]).exists() and Path(result["files"]["summary"]).exists()
+
+
+def test_the_log_names_what_each_system_loses_not_a_target_the_baseline_does_not_have(rb):
+    kill_worker = rb.Schedule(target="spark-worker-1", action="kill")
+    assert rb.failure_label("job", kill_worker) == "kill spark-worker-1"
+    assert rb.failure_label("baseline", kill_worker) == "kill the baseline's process, restarted by its supervisor"
+    assert rb.failure_label("baseline", rb.Schedule(target="spark-worker-1", action="pause")) == "pause the baseline's process"

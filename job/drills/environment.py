@@ -493,7 +493,7 @@ def run_faults(
     env = _child_env()
     job = JobProcess([sys.executable, "-m", "job", "run", "--topic-prefix", topic_prefix, "--output", output,
                       "--checkpoint", str(files["checkpoint"]), "--trigger", "1 second",
-                      "--max-offsets-per-trigger", "5000", "--conf", "spark.sql.shuffle.partitions=4"],
+                      "--max-offsets-per-trigger", "5000", "--state-partitions", "4"],
                      log=files["job_log"], env=env)  # fmt: skip
 
     # a dead broker is a gap in the series (None), not a crash: chapter 04's plot shows it

@@ -34,8 +34,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from job.spark import lake
 from job.spark.config import JobConfig
-from producers.faults import FAULTS, Anomaly, Burst, Crash, EpochReset, Fault, OrphanUpdate, Oversized
+from producers.faults import FAULTS, Anomaly, Burst, Crash, Drop, EpochReset, Fault, OrphanUpdate, Oversized, Target
 
 __all__ = [
     "MATRIX_COLUMNS",
@@ -48,7 +49,9 @@ __all__ = [
     "fault_matrix",
     "interval_sweep",
     "matrix_frame",
+    "StrictPrefix",
     "run_policy",
+    "strict_prefix",
     "sweep_frame",
     "window_bound",
 ]
@@ -182,12 +185,13 @@ class Matrix:
 
 
 def _produce(settings, *, ledger: str, prefix: str, faults: Sequence[Fault], snapshot_every: int, sites: int,
-             sessions: int, rate: float, duration: float, seed: int, run_id: str):  # fmt: skip
+             sessions: int, rate: float, duration: float, seed: int, run_id: str, session_length: int | None = None):  # fmt: skip
     from producers.run import RunConfig, Runner
 
     summary = Runner(RunConfig(ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=sites,
                                sessions=sessions, rate=rate, duration=duration, snapshot_every=snapshot_every,
-                               faults=tuple(faults), seed=seed, run_id=run_id, topic_prefix=prefix, rows=12)).run()  # fmt: skip
+                               faults=tuple(faults), seed=seed, run_id=run_id, topic_prefix=prefix, rows=12,
+                               session_length=session_length)).run()  # fmt: skip
     if summary.error is not None:
         raise RuntimeError(f"the producers failed: {summary.error}")
     return summary
@@ -200,7 +204,7 @@ def _verify(spark, settings, *, ledger: str, cfg: JobConfig, policy: str):
     from job.verify.lake_check import load_ledger, verify_lake
     from job.verify.verifier import check, output_frames
 
-    if sink_log_batches(spark, cfg.sessions_path):
+    if sink_log_batches(spark, cfg.sink_path):
         return verify_lake(settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
     return check(load_ledger(settings, ledger), *output_frames([], [], []), policy=policy)  # type: ignore[arg-type]
 
@@ -230,6 +234,46 @@ def run_policy(spark, settings, cfg: JobConfig, *, ledger: str, progress: Callab
     progress(f"[integrity] {cfg.policy}: " + ("drained" if error is None else f"stopped: {error}"))
     report = _verify(spark, settings, ledger=ledger, cfg=cfg, policy=cfg.policy)
     return PolicyRun(policy=cfg.policy, cfg=cfg, report=report, error=error)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StrictPrefix:
+    """:func:`strict_prefix`'s run: one session with a single ``drop`` at ``dropped_seq``,
+    through a ``strict`` job in batches of ``batch_records``."""
+
+    run: PolicyRun
+    dropped_seq: int
+    batch_records: int
+    applied_seqs: tuple[int, ...]  # seq of every row change the lake holds, sorted
+
+    @property
+    def gap_free(self) -> bool:
+        """The applied seqs are exactly 0..n-1 (snapshots write one change per row, so a seq
+        may repeat; none may be missing or come from past the drop)."""
+        seqs = sorted(set(self.applied_seqs))
+        return seqs == list(range(len(seqs))) and (not seqs or seqs[-1] < self.dropped_seq)
+
+
+def strict_prefix(spark, settings, *, workdir: Path, prefix: str, dropped_seq: int = 120, batch_records: int = 40,
+                  seed: int = 6, progress: Callable[[str], None] = print) -> StrictPrefix:  # fmt: skip
+    """What ``strict`` commits before it stops: one site, one session (a snapshot every 25
+    messages), whose message ``dropped_seq`` is dropped; the job reads it in batches of
+    ``batch_records`` from the earliest offset. Every batch before the one holding the gap
+    is committed; that batch and everything after it is not."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    ledger = str(workdir / "ledger-strict-prefix")
+    drop = Drop(probability=1.0, target=Target(at=dropped_seq))
+    _produce(settings, ledger=ledger, prefix=prefix, faults=(drop,), snapshot_every=25, sites=1, sessions=1,
+             rate=2000.0, duration=10.0, seed=seed, run_id=f"sp{uuid.uuid4().hex[:6]}", session_length=3 * dropped_seq)  # fmt: skip
+    cfg = _config(settings, workdir, prefix, "strict-prefix", policy="strict", max_offsets_per_trigger=batch_records)
+    run = run_policy(spark, settings, cfg, ledger=ledger, progress=progress)
+    from job.drills.trap import sink_log_batches
+
+    seqs: list[int] = []
+    if sink_log_batches(spark, cfg.sink_path):
+        rows = lake.read_output(spark, cfg.sink_path, "rows").select("seq").toPandas()
+        seqs = sorted(int(x) for x in rows["seq"])
+    return StrictPrefix(run=run, dropped_seq=dropped_seq, batch_records=batch_records, applied_seqs=tuple(seqs))
 
 
 def _config(settings, workdir: Path, prefix: str, name: str, **overrides) -> JobConfig:

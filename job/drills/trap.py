@@ -122,7 +122,7 @@ def reproduce_metadata_trap(
     )  # fmt: skip
 
     def run_until(config: JobConfig, commits: int, label: str) -> pd.DataFrame:
-        log_latest = max(sink_log_batches(spark, config.sessions_path), default=-1)
+        log_latest = max(sink_log_batches(spark, config.sink_path), default=-1)
         queries = pipeline.start(spark, config, bootstrap=bootstrap)
         try:
             wait_for(lambda: _commits(config) >= commits, timeout_s=300, what=f"{label}: {commits} committed batches",
@@ -140,7 +140,7 @@ def reproduce_metadata_trap(
     restored_from = _commits(cfg) - 1
     progress(f"[trap] checkpoint backed up at batch {restored_from} -> {backup}")
     second = run_until(cfg, _commits(cfg) + 3, "2 second")
-    log_latest = max(sink_log_batches(spark, cfg.sessions_path))
+    log_latest = max(sink_log_batches(spark, cfg.sink_path))
     shutil.rmtree(cfg.checkpoint)
     shutil.copytree(backup, cfg.checkpoint)
     progress(f"[trap] damage: checkpoint restored to batch {restored_from}; the sink's log still ends at batch {log_latest}")

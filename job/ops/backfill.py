@@ -6,7 +6,7 @@ its retention; the archive keeps them as long as the lake does, in a columnar fo
 is cheap to scan. :func:`backfill` replays a time range of the archive through the *same*
 session core the streaming job runs (:func:`job.spark.pipeline.apply_records`, i.e.
 :func:`job.engine.session.step`, records in (partition, offset) order per session) as one Spark
-batch job, into a separate, versioned output ``<lake>/backfill/<version>/sessions-out`` in
+batch job, into a separate, versioned output ``<lake>/backfill/<version>/out`` in
 the job's union schema (:mod:`job.spark.lake`). Nothing the readers see changes until that
 output is merged or switched to.
 
@@ -242,7 +242,7 @@ def _replay_session(job_version: str, policy: str, window: int, now_ms: int) -> 
 
 
 def version_root(lake_root: str, version: str) -> str:
-    """Where backfill ``version`` lives: a lake root of its own, ``sessions-out`` under it."""
+    """Where backfill ``version`` lives: a lake root of its own, ``out`` under it."""
     return f"{lake_root.rstrip('/')}/backfill/{version}"
 
 
@@ -291,14 +291,14 @@ def current_path(spark, lake_root: str) -> str:
 
 def read_current(spark, lake_root: str, output: lake.Output):
     """One output (``rows``, ``sessions``, ``quarantine``) of the live version, through the pointer."""
-    return lake.read_output(spark, current_path(spark, lake_root) + "/sessions-out", output)
+    return lake.read_output(spark, lake.find_sink(spark, current_path(spark, lake_root)), output)
 
 
 def switch(spark, lake_root: str, root: str, *, reason: str) -> str | None:
-    """Point readers at ``root`` (a lake root holding ``sessions-out``); returns the previous one.
+    """Point readers at ``root`` (a lake root holding ``out``); returns the previous one.
     Nothing is deleted: the previous output stays for comparison or a switch back."""
-    if not _exists(spark, root.rstrip("/") + "/sessions-out"):
-        raise BackfillError(f"switch target {root}", "sessions-out", "backfill or merge into it first")
+    if not _exists(spark, lake.find_sink(spark, root)):
+        raise BackfillError(f"switch target {root}", lake.SINK_DIR, "backfill or merge into it first")
     previous = current_path(spark, lake_root)
     record = {"root": root.rstrip("/"), "previous": previous, "reason": reason, "switched_at": _iso(_now_ms())}
     _write_text(spark, _pointer(lake_root), json.dumps(record))
@@ -398,7 +398,7 @@ class BackfillResult:
         return (
             f"backfill {self.version}: {span} replayed {self.records} records ({self.in_range} in range, "
             f"{self.warm_up} warm-up) of {self.sessions} sessions with job {self.job_version}, policy {self.policy}, "
-            f"in {self.seconds:.1f}s -> {self.root}/sessions-out"
+            f"in {self.seconds:.1f}s -> {lake.sink_path(self.root)}"
         )
 
 
@@ -466,7 +466,7 @@ def backfill(
             out.write.mode("overwrite" if overwrite else "errorifexists")
             .option("compression", "zstd")
             .partitionBy("output", "topic")
-            .parquet(root + "/sessions-out")
+            .parquet(lake.sink_path(root))
         )
     except Exception as exc:  # a Python worker's error comes back wrapped in a Py4J/Spark one
         stopped = _integrity_line(str(exc))
@@ -523,7 +523,7 @@ _MERGE_BUCKET = 100_000
 
 
 def merge(spark, *, lake_root: str, sources: Sequence[str], version: str, overwrite: bool = False) -> str:
-    """Merge ``sources`` (lake roots holding ``sessions-out``, in precedence order: the one
+    """Merge ``sources`` (lake roots holding ``out``, in precedence order: the one
     whose replay started earliest first, e.g. the live output, then backfills by T1) into
     ``<lake_root>/backfill/<version>`` by :func:`keep_first_source`; returns that root.
     See the module docstring for why the first source wins."""
@@ -539,9 +539,9 @@ def merge(spark, *, lake_root: str, sources: Sequence[str], version: str, overwr
     columns = [name for name, _ in lake.UNION_COLUMNS]
     frames = []
     for rank, source in enumerate(sources):
-        path = source.rstrip("/") + "/sessions-out"
+        path = lake.find_sink(spark, source)
         if not _exists(spark, path):
-            raise BackfillError(f"merge source {source}", path, "no sessions-out there: check the version name")
+            raise BackfillError(f"merge source {source}", path, f"no {lake.SINK_DIR} there: check the version name")
         frames.append(spark.read.parquet(path).select(*columns).withColumn("_rank", F.lit(rank)))
     union = reduce(lambda a, b: a.unionByName(b), frames)
     bucket = F.floor(F.col("offset") / _MERGE_BUCKET)
@@ -552,7 +552,7 @@ def merge(spark, *, lake_root: str, sources: Sequence[str], version: str, overwr
         merged.write.mode("overwrite" if overwrite else "errorifexists")
         .option("compression", "zstd")
         .partitionBy("output", "topic")
-        .parquet(root + "/sessions-out")
+        .parquet(lake.sink_path(root))
     )
     _write_text(spark, f"{root}/_merge.json", json.dumps({"sources": list(sources), "merged_at": _iso(_now_ms())}))
     return root
@@ -674,7 +674,7 @@ def run_cli(args, settings) -> int:
         began = time.monotonic()
         sources = [current_path(spark, lake_root), result.root]
         target = merge(spark, lake_root=lake_root, sources=sources, version=f"{result.version}+merged", overwrite=args.overwrite)
-        print(f"merged {' + '.join(sources)} -> {target}/sessions-out in {time.monotonic() - began:.1f}s")
+        print(f"merged {' + '.join(sources)} -> {lake.sink_path(target)} in {time.monotonic() - began:.1f}s")
     if not args.ledger:
         print(f"readers still see {current_path(spark, lake_root)}; verify with --ledger, then --switch", file=sys.stderr)
         return 0

@@ -357,6 +357,13 @@ class QueryRun:
     batches: int
     rows: int
     error: str | None
+    #: seconds its batches ran, each from its trigger to its commit: the query's start-up
+    #: (Spark's application, Python workers) and the waits between triggers left out
+    busy_s: float | None = None
+    #: the same two for the batches after the first, which still pays for the query's start
+    #: (its Python workers and state stores start in it: seconds to tens of seconds)
+    steady_rows: int = 0
+    steady_busy_s: float | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -365,8 +372,20 @@ class QueryRun:
 
     @property
     def records_per_s(self) -> float | None:
+        """Records over :attr:`seconds`: what a run got done, start-up included."""
         s = self.seconds
         return None if not s else self.rows / s
+
+    @property
+    def processing_records_per_s(self) -> float | None:
+        """Records over :attr:`busy_s`: the rate while batches ran, the first one included."""
+        return None if not self.busy_s else self.rows / self.busy_s
+
+    @property
+    def steady_records_per_s(self) -> float | None:
+        """Records over the time the batches after the first ran: the rate at which a running
+        job works off a backlog (a catch-up is a run of such batches)."""
+        return None if not self.steady_busy_s else self.steady_rows / self.steady_busy_s
 
 
 def query_run(events: Sequence[object], query: str) -> QueryRun:
@@ -379,8 +398,13 @@ def query_run(events: Sequence[object], query: str) -> QueryRun:
     ends = [e for e in mine if type(e).__name__ == "QueryTerminated"]
     started = mine[0].at if mine and type(mine[0]).__name__ == "QueryStarted" else None  # type: ignore[attr-defined]
     ended = ends[-1].at if ends else (batches[-1].at if batches else None)  # type: ignore[attr-defined]
+    timed = [b.at - b.started_at for b in batches if b.started_at is not None]  # type: ignore[attr-defined]
+    all_timed = bool(timed) and len(timed) == len(batches)
     return QueryRun(query=query, started=started, ended=ended, batches=len(batches),
-                    rows=sum(b.input_rows for b in batches), error=ends[-1].error if ends else None)  # type: ignore[attr-defined]  # fmt: skip
+                    rows=sum(b.input_rows for b in batches), error=ends[-1].error if ends else None,  # type: ignore[attr-defined]
+                    busy_s=sum(timed) if all_timed else None,
+                    steady_rows=sum(b.input_rows for b in batches[1:]),  # type: ignore[attr-defined]
+                    steady_busy_s=sum(timed[1:]) if all_timed and len(timed) > 1 else None)  # fmt: skip
 
 
 # -- what the loss did to the sessions -------------------------------------------------------

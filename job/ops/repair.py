@@ -360,13 +360,13 @@ def _read_inputs(spark, bootstrap: str, ends: Mapping[Partition, int]) -> pd.Dat
     return df.toPandas()
 
 
-def _read_lake(spark, sessions_path: str, raw_path: str | None) -> dict[str, pd.DataFrame]:
+def _read_lake(spark, sink: str, raw_path: str | None) -> dict[str, pd.DataFrame]:
     from job.spark import lake
 
     out = {
-        "rows": lake.read_output(spark, sessions_path, "rows").select("session", "op", "row_id", "topic", "partition", "offset"),
-        "quarantine": lake.read_output(spark, sessions_path, "quarantine").select("key", "session", "topic", "partition", "offset"),
-        "sessions": lake.read_output(spark, sessions_path, "sessions").select("session", "status", "topic", "partition", "offset"),
+        "rows": lake.read_output(spark, sink, "rows").select("session", "op", "row_id", "topic", "partition", "offset"),
+        "quarantine": lake.read_output(spark, sink, "quarantine").select("key", "session", "topic", "partition", "offset"),
+        "sessions": lake.read_output(spark, sink, "sessions").select("session", "status", "topic", "partition", "offset"),
     }  # fmt: skip
     frames = {name: df.toPandas() for name, df in out.items()}
     if raw_path and (lake.path_exists(spark, raw_path) or lake.path_exists(spark, lake.kept_path(raw_path))):
@@ -443,8 +443,9 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     from job.spark import lake
 
     sessions_ckpt = require_checkpoint(cfg)
-    if not (lake.path_exists(spark, cfg.sessions_path) or lake.path_exists(spark, lake.kept_path(cfg.sessions_path))):
-        raise RepairError(f"lake output {cfg.sessions_path}", "does not exist",
+    sink = lake.find_sink(spark, cfg.output)
+    if not (lake.path_exists(spark, sink) or lake.path_exists(spark, lake.kept_path(sink))):
+        raise RepairError(f"lake output {sink}", "does not exist",
                           "point --output at the lake root the job wrote (default s3a://<bucket>/job)")  # fmt: skip
     running = running_queries(settings, cfg, spark)
     if running:
@@ -454,7 +455,7 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     progress(f"[repair] step 1: rows carry topic/partition/offset; checkpoint read up to {sum(ends.values())} offsets in {len(ends)} partition(s)")
     bootstrap = settings.endpoints().kafka_bootstrap
     inputs = _read_inputs(spark, bootstrap, ends)
-    frames = _read_lake(spark, cfg.sessions_path, cfg.raw_path if cfg.raw_archive else None)
+    frames = _read_lake(spark, sink, cfg.raw_path if cfg.raw_archive else None)
     from job.spark.pipeline import source_end_offsets
 
     kafka = [(t, int(p)) for t, parts in source_end_offsets(bootstrap, cfg.topic_prefix).items() for p in parts]
@@ -524,7 +525,7 @@ def apply_repair(spark, settings, cfg, plan: RepairPlan, *, restart: Callable[[A
         (folder / "plan.json").write_text(plan.to_json())
     journal = _Journal(folder)
     copy, delete = _hadoop(spark)
-    outputs = [(cfg.sessions_path, True)] + ([(cfg.raw_path, False)] if cfg.raw_archive else [])
+    outputs = [(lake.find_sink(spark, cfg.output), True)] + ([(cfg.raw_path, False)] if cfg.raw_archive else [])
     store = cfg.output.rstrip("/") + f"/_repair/{folder.name}"
 
     def step(name: str, number: int, what: str, action: Callable[[], None]) -> None:
@@ -623,6 +624,8 @@ def run_cli(args, settings) -> int:
     else:
         plan = make_plan(spark, settings, cfg, only=only, progress=say)
     print(plan.describe())
+    if args.plan is not None:
+        args.plan.write_text(plan.to_json())
     if not args.apply or not plan.needed:
         if plan.needed:
             print("dry run: nothing changed; run again with --apply to carry the plan out")
@@ -630,6 +633,6 @@ def run_cli(args, settings) -> int:
         return 0
     folder = apply_repair(spark, settings, cfg, plan, progress=say)
     say(f"[repair] done in {time.monotonic() - started:.1f}s; backup in {shown(folder)}; "
-        f"continue with: python -m job run --policy {cfg.policy} --prefix {cfg.topic_prefix} --output {cfg.output} "
+        f"continue with: python -m job run --policy {cfg.policy} --topic-prefix {cfg.topic_prefix} --output {cfg.output} "
         f"--checkpoint {shown(cfg.checkpoint)}")  # fmt: skip
     return 0

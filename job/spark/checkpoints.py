@@ -129,6 +129,18 @@ def checkpoint_end_offsets(query_checkpoint: Path) -> dict[tuple[str, int], int]
     return {}
 
 
+def kept_state_partitions(query_checkpoint: Path) -> int | None:
+    """The state partitions a query's checkpoint was started with (Spark keeps
+    ``spark.sql.shuffle.partitions`` in every ``offsets/<n>``'s metadata and uses that value on
+    every restart, whatever the session says), or None for a checkpoint with no batch yet."""
+    batches = _batches(Path(query_checkpoint) / "offsets")
+    if not batches:
+        return None
+    conf = read_offsets(query_checkpoint, batches[-1])["metadata"].get("conf", {})
+    value = conf.get("spark.sql.shuffle.partitions")
+    return int(value) if value is not None else None
+
+
 def read_commit(checkpoint: str | Path, batch: int) -> dict[str, Any]:
     """``commits/<batch>``: the marker that the batch finished (with the next watermark)."""
     lines = _log_entry(_query_dir(checkpoint) / "commits" / str(batch))

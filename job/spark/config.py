@@ -37,7 +37,7 @@ _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$
 class JobConfig:
     """What the job reads, how strictly, and where it writes.
 
-    ``output`` is the lake root: the job writes ``<output>/sessions-out`` (one Parquet file
+    ``output`` is the lake root: the job writes ``<output>/out`` (one Parquet file
     sink holding the ``rows``, ``sessions`` and ``quarantine`` outputs as partitions of the
     ``output`` column) and ``<output>/raw`` (the input archive). ``checkpoint`` is a local
     (or shared-volume) directory, never object storage: S3 has no atomic rename, which the
@@ -60,6 +60,13 @@ class JobConfig:
     #: wait on prefetches and spent ~0.5 s of a 0.54 s task waiting (50 sites x 3 partitions:
     #: 150 such tasks a batch). 10 ms made a batch of 100,000 records 3x faster on that input.
     fetch_max_wait_ms: int = 10
+    #: Partitions of the session state (``spark.sql.shuffle.partitions`` for the query). A
+    #: checkpoint keeps the number it was started with, for good: a later run with another value
+    #: keeps the old one (``job run`` warns), and only a new checkpoint changes it. Each partition
+    #: is a task per batch with its own Python worker and state-store commit, so on the sandbox's
+    #: two cores more partitions only cost (fleet backlog: 2 -> 8 -> 16 partitions in the README's
+    #: Known limits); set it to the cores the job will have at its largest before the first run.
+    state_partitions: int = 2
     fail_on_data_loss: bool = True
     trigger: str = "5 seconds"
     idle_timeout_s: int = 600
@@ -91,6 +98,8 @@ class JobConfig:
             raise ConfigError("window", self.window, "use a reorder window between 1 and 10000 messages")
         if not (0 <= self.fetch_max_wait_ms <= 60_000):
             raise ConfigError("fetch_max_wait_ms", self.fetch_max_wait_ms, "use 0..60000 ms (Kafka's default is 500)")
+        if not (1 <= self.state_partitions <= 10_000):
+            raise ConfigError("state_partitions", self.state_partitions, "use 1..10000 (the cores the job will have at its largest)")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ConfigError("max_offsets_per_trigger", self.max_offsets_per_trigger, "use a positive number, or None for no limit")
         if not _TRIGGER.match(self.trigger) and self.trigger != "available-now":
@@ -112,8 +121,9 @@ class JobConfig:
         return "^" + re.escape(self.topic_prefix) + ".*"
 
     @property
-    def sessions_path(self) -> str:
-        return lake.sessions_path(self.output)
+    def sink_path(self) -> str:
+        """The file sink's folder for a new lake (an existing one: :func:`job.spark.lake.find_sink`)."""
+        return lake.sink_path(self.output)
 
     @property
     def raw_path(self) -> str:

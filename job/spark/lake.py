@@ -19,12 +19,26 @@ from typing import Literal
 Output = Literal["rows", "sessions", "quarantine"]
 
 #: The file sink's folder under a lake root; it holds all three outputs.
-SESSIONS_DIR = "sessions-out"
+SINK_DIR = "out"
+#: Its name before it held all three outputs under one name (``sessions-out``). A lake written
+#: then keeps it: the sink's ``_spark_metadata`` log names every file by its full path, so the
+#: folder cannot be renamed without rewriting the log. :func:`find_sink` reads and the job
+#: keeps writing such a lake where it is.
+LEGACY_SINK_DIR = "sessions-out"
 
 
-def sessions_path(lake_root: str) -> str:
-    """Where the job's file sink writes under ``lake_root``."""
-    return lake_root.rstrip("/") + "/" + SESSIONS_DIR
+def sink_path(lake_root: str, folder: str = SINK_DIR) -> str:
+    """Where the job's file sink writes under a new ``lake_root``."""
+    return lake_root.rstrip("/") + "/" + folder
+
+
+def find_sink(spark, lake_root: str) -> str:
+    """The file sink's folder of an existing ``lake_root``: ``out``, or ``sessions-out`` in a
+    lake an older version of the job wrote (and that has no ``out``)."""
+    new, old = sink_path(lake_root), sink_path(lake_root, LEGACY_SINK_DIR)
+    if not path_exists(spark, new) and path_exists(spark, old):
+        return old
+    return new
 
 #: (column, Spark SQL type) of the operator's output, in order.
 UNION_COLUMNS: list[tuple[str, str]] = [
@@ -104,11 +118,12 @@ def read_sink(spark, sink_path: str):
     return out
 
 
-def read_output(spark, sessions_path: str, output: Output):
-    """One output as a Spark DataFrame, read through the file sink's metadata log."""
+def read_output(spark, sink: str, output: Output):
+    """One output as a Spark DataFrame, read through the file sink's metadata log (``sink``:
+    the sink's folder, :func:`find_sink` of a lake root)."""
     from pyspark.sql import functions as F
 
-    df = read_sink(spark, sessions_path)
+    df = read_sink(spark, sink)
     return df.where(F.col("output") == output).select(*COLUMNS[output])
 
 

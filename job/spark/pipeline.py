@@ -306,8 +306,27 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
     )
 
 
+def state_partitions_warning(cfg: JobConfig) -> str | None:
+    """What to tell the user when the checkpoint keeps another state partition count than
+    ``cfg.state_partitions`` (Spark then silently keeps the checkpoint's), else None."""
+    from job.spark.checkpoints import kept_state_partitions
+
+    query = cfg.checkpoint / "sessions"
+    kept = kept_state_partitions(query) if (query / "offsets").is_dir() else None
+    if kept is None or kept == cfg.state_partitions:
+        return None
+    return (
+        f"checkpoint {query} was started with {kept} state partitions and keeps them: this run uses "
+        f"{kept}, not the {cfg.state_partitions} asked for. Only a new checkpoint changes the count: "
+        f"stop the job, then restart it on a new --checkpoint from the offsets the old one committed "
+        f"(the restart step of `python -m job repair`), or pass --state-partitions {kept} to silence this"
+    )
+
+
 def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
     """Start the sessions query (and the raw archive) and return the StreamingQuery handles."""
+    # read by a new checkpoint only; an existing one keeps its own (state_partitions_warning)
+    spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
     spark.conf.set(
         "spark.sql.streaming.stateStore.providerClass",
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
@@ -317,7 +336,7 @@ def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
     sessions = (
         sessions_stream(spark, cfg, bootstrap)
         .writeStream.format("parquet")
-        .option("path", cfg.sessions_path)
+        .option("path", lake.find_sink(spark, cfg.output))  # a lake from before `out` keeps its folder
         .option("checkpointLocation", str(cfg.checkpoint / "sessions"))
         .option("compression", "zstd")
         .partitionBy("output", "topic")

@@ -11,7 +11,7 @@ from job.spark import lake
 
 def lake_frames(spark, lake_root: str) -> dict[str, object]:
     """The ``rows``, ``quarantine`` and ``sessions`` outputs as pandas DataFrames."""
-    path = lake.sessions_path(lake_root)
+    path = lake.find_sink(spark, lake_root)
     return {name: lake.read_output(spark, path, name).toPandas() for name in ("rows", "quarantine", "sessions")}
 
 
@@ -27,21 +27,24 @@ def load_ledger(settings, ledger: str):
 def check_lake(settings, lake_root: str) -> None:
     """Raise :class:`~job.engine.errors.LakeError` unless ``lake_root`` holds the job's committed
     output (the file sink's ``_spark_metadata`` log), before any Spark starts."""
-    metadata = lake.sessions_path(lake_root) + "/_spark_metadata"
+    metadata = lake.sink_path(lake_root) + "/_spark_metadata"
     fix = "pass the --output the job ran with (its first line says where it writes)"
+    folders = (lake.SINK_DIR, lake.LEGACY_SINK_DIR)  # a lake from before `out` has the older name
     if lake_root.startswith(("s3a://", "s3://")):
         from sandbox.health import s3_client
 
         bucket, _, key = lake_root.split("://", 1)[1].partition("/")
-        prefix = (key.rstrip("/") + "/" if key else "") + f"{lake.SESSIONS_DIR}/_spark_metadata/"
-        try:
-            found = s3_client(settings).list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount", 0)
-        except Exception as exc:  # noqa: BLE001 - botocore's errors have no common root worth importing here
-            raise LakeError(lake_root, f"cannot list {metadata} ({exc})", fix) from None
+        found = 0
+        for folder in folders:
+            prefix = (key.rstrip("/") + "/" if key else "") + f"{folder}/_spark_metadata/"
+            try:
+                found += s3_client(settings).list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount", 0)
+            except Exception as exc:  # noqa: BLE001 - botocore's errors have no common root worth importing here
+                raise LakeError(lake_root, f"cannot list {metadata} ({exc})", fix) from None
         console = f"{settings.endpoints().s3_console}/browser/{bucket}"
         if not found:
             raise LakeError(lake_root, f"no job output here ({metadata} is missing)", f"{fix}; browse {console}")
-    elif not Path(lake_root.removeprefix("file:")).joinpath(lake.SESSIONS_DIR, "_spark_metadata").is_dir():
+    elif not any(Path(lake_root.removeprefix("file:")).joinpath(f, "_spark_metadata").is_dir() for f in folders):
         raise LakeError(lake_root, f"no job output here ({metadata} is missing)", fix)
 
 

@@ -47,7 +47,7 @@ def archived(sandbox, spark, tmp_path_factory):
 
 
 def _row_keys(spark, root):
-    rows = lake.read_output(spark, root + "/sessions-out", "rows")
+    rows = lake.read_output(spark, lake.sink_path(root), "rows")
     return rows.select("topic", "partition", "offset", "row_id")
 
 
@@ -104,7 +104,7 @@ def test_reprocessing_after_a_buggy_release_switches_readers_only_once_verified(
     fixed = bf.reprocess(spark, settings, lake_root=cfg.output, ledger=ledger, version="release-v1")
     assert fixed.switched and fixed.report.ok, fixed.report.summary()
     assert fixed.previous == buggy.root and fixed.current == fixed.backfill.root
-    assert lake.read_output(spark, buggy.root + "/sessions-out", "rows").count() > 0, "the old output stays"
+    assert lake.read_output(spark, lake.sink_path(buggy.root), "rows").count() > 0, "the old output stays"
 
 
 def test_backfill_refuses_a_missing_archive_and_an_empty_range(spark, archived):

@@ -58,3 +58,23 @@ def test_files_are_classified_and_checksums_left_out(checkpoint):
     files = checkpoints.checkpoint_files(checkpoint)
     assert checkpoints.count_kinds(files) == {"commits": 2, "metadata": 1, "offsets": 3, "state-changelog": 1, "state-schema": 1}
     assert not any(f["path"].endswith(".crc") for f in files)
+
+
+def test_the_state_partitions_a_checkpoint_keeps_come_from_its_latest_offsets_entry(checkpoint, tmp_path):
+    assert checkpoints.kept_state_partitions(checkpoint) == 2
+    (tmp_path / "fresh" / "offsets").mkdir(parents=True)
+    assert checkpoints.kept_state_partitions(tmp_path / "fresh") is None
+
+
+def test_job_run_warns_when_the_checkpoint_keeps_another_state_partition_count(checkpoint):
+    from job.spark.config import JobConfig
+    from job.spark.pipeline import state_partitions_warning
+
+    def config(n: int) -> JobConfig:
+        return JobConfig(output="s3a://lake/job", checkpoint=checkpoint.parent, state_partitions=n)
+
+    assert state_partitions_warning(config(2)) is None
+    warning = state_partitions_warning(config(8))
+    assert warning is not None and "started with 2 state partitions" in warning and "not the 8" in warning
+    assert "--state-partitions 2" in warning and "new --checkpoint" in warning
+    assert state_partitions_warning(JobConfig(output="s3a://lake/job", checkpoint=checkpoint.parent / "none")) is None

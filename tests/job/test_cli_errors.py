@@ -90,3 +90,25 @@ def test_a_drain_timeout_without_executors_says_the_cluster_has_no_cores_left():
     slow = str(DrainTimeoutError("q-sessions", 10, 1604, 300, executors=2))
     assert "has no executors" in starved and "Spark master's UI" in starved and "slower" not in starved
     assert "alive but slower" in slow and "no executors" not in slow
+
+
+def test_state_partitions_through_conf_are_refused_before_anything_starts_and_name_the_flag(tmp_path):
+    # the job sets spark.sql.shuffle.partitions from --state-partitions; a --conf would be overridden
+    env = {"OSL_STATE_DIR": str(tmp_path / "state"), "OSL_PORT_OFFSET": str(free_port_offset()), "OSL_BACKEND": "local"}
+    done = _job("run", "--conf", "spark.sql.shuffle.partitions=4", env=env)
+    assert done.returncode == 2, done.stderr
+    message = _one_paragraph(done.stderr)
+    assert "--state-partitions 4" in message and "does not answer" not in message
+
+
+def test_kafka_deleted_ranges_round_trip_and_a_bad_file_is_named_with_the_fix(tmp_path):
+    from job.engine.errors import UsageError
+    from job.verify.verifier import DeletedRange, load_deleted, save_deleted
+
+    ranges = [DeletedRange(topic="t", partition=1, start=812, end=2075)]
+    assert load_deleted(save_deleted(ranges, tmp_path / "deleted.json")) == ranges
+    (tmp_path / "bad.json").write_text('[{"topic": "t", "partition": 1, "start": 9}]')
+    with pytest.raises(UsageError, match=r"bad.json: not a list of deleted ranges .*save_deleted"):
+        load_deleted(tmp_path / "bad.json")
+    done = _job("verify", "--ledger", str(tmp_path), "--kafka-deleted", str(tmp_path / "missing.json"))
+    assert done.returncode == 2 and "--kafka-deleted" in _one_paragraph(done.stderr) and "no such file" in done.stderr

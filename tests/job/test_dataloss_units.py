@@ -196,3 +196,23 @@ def test_query_run_reads_the_last_start_of_a_query_from_its_events():
     assert (second.rows, second.batches, second.seconds, second.error) == (0, 0, 4.0, "KAFKA_DATA_LOSS")
     first = query_run(events[:4], q)
     assert (first.rows, first.seconds, first.records_per_s) == (500, 20.0, 25.0)
+
+
+def test_processing_throughput_counts_only_the_time_batches_ran():
+    from job.ops.dataloss import query_run
+    from job.ops.watch.rules import BatchCompleted, QueryStarted, QueryTerminated
+
+    q = "ordered-sessions-sessions"
+    events = [
+        QueryStarted(query=q, at=100.0),  # 20 s of start-up before the first trigger
+        BatchCompleted(query=q, at=124.0, batch_id=0, input_rows=800, started_at=120.0),
+        BatchCompleted(query=q, at=132.0, batch_id=1, input_rows=400, started_at=130.0),
+        QueryTerminated(query=q, at=133.0),
+    ]  # fmt: skip
+    run = query_run(events, q)
+    assert (run.busy_s, run.processing_records_per_s) == (6.0, 200.0)
+    assert (run.steady_rows, run.steady_busy_s, run.steady_records_per_s) == (400, 2.0, 200.0)  # the first batch left out
+    assert run.records_per_s == 1200 / 33.0  # start-up and idle time included
+    untimed = query_run([QueryStarted(query=q, at=0.0), BatchCompleted(query=q, at=5.0, batch_id=0, input_rows=9)], q)
+    assert untimed.processing_records_per_s is None  # no trigger time: no figure rather than a wrong one
+    assert untimed.steady_records_per_s is None

@@ -44,8 +44,8 @@ def test_driver_killed_between_offsets_and_commit_reruns_the_batch_exactly_once(
     output = f"s3a://{settings.bucket}/itest/kill-{uuid.uuid4().hex[:8]}"
     checkpoint = tmp_path / "ckpt"
     argv = [sys.executable, "-m", "job", "run", "--prefix", prefix, "--output", output, "--checkpoint", str(checkpoint),
-            "--trigger", "1 second", "--max-offsets-per-trigger", "150", "--conf", "spark.sql.shuffle.partitions=6"]  # fmt: skip
-    fs, sink = _fs(settings), output + "/sessions-out"
+            "--trigger", "1 second", "--max-offsets-per-trigger", "150", "--state-partitions", "6"]  # fmt: skip
+    fs, sink = _fs(settings), lake.sink_path(output)
     kill = kill_between_logs(argv, query_checkpoint=checkpoint / "sessions", fs=fs, sink_path=sink, min_batch=1,
                              env=dict(os.environ), log=tmp_path / "first.log")  # fmt: skip
     n = kill.batch

@@ -66,7 +66,7 @@ def test_policy_output_is_verified_against_the_ledger(policy, operator, sandbox,
     _run_available_now(spark, sandbox.settings, cfg)
     report = verify_lake(sandbox.settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
     assert report.ok, report.summary()
-    rows = lake.read_output(spark, cfg.sessions_path, "rows")
+    rows = lake.read_output(spark, cfg.sink_path, "rows")
     assert rows.count() > 0
     assert rows.where("topic IS NULL OR partition IS NULL OR offset IS NULL").count() == 0
 
@@ -91,7 +91,7 @@ def test_site_that_starts_after_the_job_appears_in_the_output(sandbox, spark, pr
     queries = pipeline.start(spark, cfg, bootstrap=sandbox.settings.endpoints().kafka_bootstrap)
     try:
         wait_for(lambda: pipeline.rows_read(queries[0]) > 0, timeout_s=180, what="the job's first batch")
-        before = {r.topic for r in lake.read_output(spark, cfg.sessions_path, "rows").select("topic").distinct().collect()}
+        before = {r.topic for r in lake.read_output(spark, cfg.sink_path, "rows").select("topic").distinct().collect()}
         _, _, late = produce(faults=(), sites=2, sessions=1, duration=2.0, prefix=prefix, seed=2)
         new_topics = set(late.topics) - before
         assert new_topics, "the second run must create a topic the job has not seen"
@@ -99,5 +99,5 @@ def test_site_that_starts_after_the_job_appears_in_the_output(sandbox, spark, pr
     finally:
         for q in queries:
             q.stop()
-    after = {r.topic for r in lake.read_output(spark, cfg.sessions_path, "rows").select("topic").distinct().collect()}
+    after = {r.topic for r in lake.read_output(spark, cfg.sink_path, "rows").select("topic").distinct().collect()}
     assert new_topics <= after

@@ -42,7 +42,7 @@ def test_trap_loses_rows_silently_and_the_repair_makes_the_verifier_clean(sandbo
     assert damaged and all(p.restart <= p.damage <= p.checkpoint_end for p in plan.partitions)
     folder = apply_repair(spark, settings, cfg, plan, progress=lambda m: None)
     assert (folder / "checkpoint" / "sessions" / "commits").is_dir()  # the backup is kept
-    assert lake.path_exists(spark, lake.kept_path(cfg.sessions_path))
+    assert lake.path_exists(spark, lake.kept_path(cfg.sink_path))
 
     after = verify_lake(settings, ledger=trap.ledger, lake=cfg.output, policy="resync", spark=spark)
     assert after.ok and after.lost == 0, after.summary()
