@@ -137,9 +137,11 @@ def resolve_jars(
             *([] if transitive else ["-notransitive"]),
         ]  # fmt: skip
         started = time.monotonic()
-        downloaded, tail = _run_streaming(cmd, progress, _ivy_download, label=coord, unit="jars downloaded", log=log)
+        _, tail = _run_streaming(cmd, progress, _ivy_step, label=coord, unit="dependencies found or jars downloaded",
+                                 log=log)  # fmt: skip
         if tail is not None:
             raise ArtifactFetchError(coord, registry, _ivy_failure(tail) + f" (whole output: {log})")
+        downloaded = sum(_ivy_download(line) for line in log.read_text(encoding="utf-8").splitlines())
         progress(f"[artifacts]   {coord}: {downloaded} jars downloaded in {time.monotonic() - started:.0f}s")
     if drop_provided_by_spark:
         provided = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
@@ -165,6 +167,12 @@ def _artifact_name(jar: str) -> str:
 
 def _ivy_download(line: str) -> bool:
     return re.search(r"downloading \S+\.jar", line) is not None
+
+
+def _ivy_step(line: str) -> bool:
+    """A line that shows the resolver moving: a dependency found (it resolves them all before
+    downloading any), or a jar downloaded."""
+    return _ivy_download(line) or re.match(r"\s*found \S+ in ", line) is not None
 
 
 def _ivy_failure(tail: list[str]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from sandbox.artifacts import _ivy_download, _run_streaming
+from sandbox.artifacts import _ivy_download, _ivy_step, _run_streaming
 
 
 def _script(*lines: str, status: int = 0) -> list[str]:
@@ -19,6 +19,13 @@ def test_output_goes_to_the_log_and_only_the_count_comes_back(tmp_path):
     count, tail = _run_streaming(_script(*lines), shown.append, _ivy_download, label="g:a:1", unit="jars", log=log)
     assert (count, tail, shown) == (2, None, [])
     assert log.read_text().splitlines() == list(lines)
+
+
+def test_the_resolver_counts_as_moving_while_it_finds_dependencies_before_any_download():
+    assert _ivy_step("\tfound org.apache.kafka#kafka-clients;4.1.1 in central")
+    assert _ivy_step("downloading https://repo1.maven.org/x/kafka-clients-4.1.1.jar ...")
+    assert not _ivy_step(":: resolving dependencies :: org.apache.kafka#kafka_2.13-caller;working")
+    assert not _ivy_download("\tfound org.apache.kafka#kafka-clients;4.1.1 in central")
 
 
 def test_a_failure_returns_the_last_lines_for_the_error_message(tmp_path):
