@@ -19,9 +19,10 @@ test: bootstrap
 	$(BIN)/python -m pytest -m "not compose" $(PYTEST_ARGS)
 
 # The compose lane: the real docker compose stack (skipped, saying why, where no engine answers).
-# Its own ports (+40000), so it can run beside the local test sandbox (+10000).
+# Its own ports (+15000), so it can run beside the local test sandbox (+10000): below Linux's
+# ephemeral range (32768-60999), where a client's outgoing connection could hold one of them.
 test-compose: bootstrap
-	OSL_PORT_OFFSET=$${OSL_COMPOSE_PORT_OFFSET:-40000} OSL_STATE_DIR=$(CURDIR)/.sandbox-compose-test \
+	OSL_PORT_OFFSET=$${OSL_COMPOSE_PORT_OFFSET:-15000} OSL_STATE_DIR=$(CURDIR)/.sandbox-compose-test \
 	  $(BIN)/python -m pytest -m compose tests/compose $(PYTEST_ARGS)
 
 # Engine, compose plugin and base images (installs docker.io and starts dockerd as root on Debian).

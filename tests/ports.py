@@ -1,8 +1,8 @@
 """Ports for a test that needs a sandbox of its own (or a place where nothing listens).
 
 One helper instead of hand-picked offsets: the sandboxes a developer may have running use
-fixed offsets (0 the demo, +10000 the test sandbox, +20000 the benches, +40000 the compose
-lane), and two hand-picked ones once landed on the same ports (4e272d0). ``free_port_offset``
+fixed offsets (0 the demo, +10000 the test sandbox, +15000 the compose lane, +20000 the
+benches), and two hand-picked ones once landed on the same ports (4e272d0). ``free_port_offset``
 returns an offset clear of those bands whose every sandbox port nothing listens on now.
 """
 
@@ -14,7 +14,7 @@ import socket
 from sandbox.settings import Ports
 
 #: Offsets the project's own sandboxes use (each spans its ports plus a margin).
-RESERVED = (0, 10_000, 20_000, 40_000)
+RESERVED = (0, 10_000, 15_000, 20_000)
 _MARGIN = 2_000
 
 
