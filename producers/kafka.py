@@ -93,6 +93,14 @@ def producer_config(bootstrap: str, extra: Mapping[str, Any] | None = None) -> d
         "client.id": "osl-producers",
         "enable.idempotence": True,
         "acks": "all",
+        # One request in flight per connection. With more, a request that fails retriably
+        # (NOT_LEADER, UNKNOWN_TOPIC_OR_PART: typical of a partition just created) can be
+        # followed by a later one that succeeds, and librdkafka then "implicitly acks" the
+        # failed one's records (success, offset -1001) although the broker never wrote them
+        # (KAFKA-15591; librdkafka rd_kafka_handle_idempotent_Produce_success). The ledger
+        # would still be right (the read-back finds them missing), but the run would have
+        # lost records no fault asked for.
+        "max.in.flight.requests.per.connection": 1,
         "partitioner": "murmur2_random",
         "linger.ms": 5,
         "compression.type": "lz4",
@@ -145,13 +153,47 @@ def ensure_topics(
             raise TopicError(topic, bootstrap, f"could not be created ({exc})") from exc
         except Exception as exc:  # concurrent.futures.TimeoutError and friends
             raise TopicError(topic, bootstrap, f"no answer from the admin API ({exc!r})") from exc
+    _wait_for_leaders(admin, bootstrap, topics, timeout_s)
     return created
+
+
+def _wait_for_leaders(admin: AdminClient, bootstrap: str, topics: Sequence[str], timeout_s: float) -> None:
+    """Return once the broker's metadata shows a leader for every partition of ``topics``.
+
+    A create call returns when the controller has the topic, not when the broker serves it:
+    the first produce requests to a partition it has not loaded yet fail retriably, and
+    retries are where an idempotent producer's trouble starts (see :func:`producer_config`).
+    """
+    deadline = time.monotonic() + timeout_s
+    waiting: list[str] = list(topics)
+    while True:
+        try:
+            meta = admin.list_topics(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+        except KafkaException as exc:
+            meta, last = None, str(exc)
+        if meta is not None:
+            waiting = []
+            for topic in topics:
+                tm = meta.topics.get(topic)
+                if tm is None or tm.error is not None or not tm.partitions or any(
+                    pm.leader < 0 or pm.error is not None for pm in tm.partitions.values()
+                ):
+                    waiting.append(topic)
+            if not waiting:
+                return
+            last = f"no leader yet for {', '.join(waiting)}"
+        if time.monotonic() > deadline:
+            raise TopicError(waiting[0] if waiting else topics[0], bootstrap,
+                             f"has no partition leader after {timeout_s:g}s ({last})")  # fmt: skip
+        time.sleep(0.1)
 
 
 @dataclass(frozen=True, slots=True)
 class Unplaced:
-    """A record Kafka acknowledged without an offset: librdkafka reports a retried idempotent
-    send that the broker already had (DUPLICATE_SEQUENCE_NUMBER) as delivered at offset -1001."""
+    """A record reported delivered without an offset (-1001). librdkafka does that when it
+    infers success instead of reading it from the broker: a later request of the same
+    idempotent producer succeeded, so it "implicitly acks" the earlier records too. That
+    inference can be wrong (KAFKA-15591): the record may be in the log, or lost."""
 
     topic: str
     partition: int
