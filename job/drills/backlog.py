@@ -213,6 +213,27 @@ class CatchUp:
                 return b.end - self.started
         return None
 
+    @property
+    def first_commit_s(self) -> float | None:
+        """Seconds from ``started`` to the commit of the first batch that read anything: how
+        long the first records of the backlog waited, on top of the downtime."""
+        return next((b.end - self.started for b in self.batches if b.input_rows), None)
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        """The largest batch's peak execution memory (see :func:`batch_memory`)."""
+        return max((m.get("peak_execution_bytes", 0) for m in self.memory.values()), default=0)
+
+    def summary(self) -> dict[str, Any]:
+        """One row for the whole run, for a DataFrame that sets runs side by side."""
+        with_input = [b for b in self.batches if b.input_rows]
+        return {"run": self.label, "backlog": self.backlog, "batches with input": len(with_input),
+                "largest batch (rows)": max((b.input_rows for b in with_input), default=0),
+                "first commit (s)": None if self.first_commit_s is None else round(self.first_commit_s, 1),
+                "caught up (s)": None if self.caught_up_s is None else round(self.caught_up_s, 1),
+                "peak execution memory (MB)": round(self.peak_memory_bytes / 2**20, 1),
+                "spilled (MB)": round(sum(m.get("spilled_bytes", 0) for m in self.memory.values()) / 2**20, 1)}  # fmt: skip
+
     def full(self, batch: Batch) -> bool:
         """Whether the cap limited ``batch``: Spark splits ``maxOffsetsPerTrigger`` over the
         partitions in proportion to their backlog and rounds each share down, so a capped

@@ -7,9 +7,11 @@ commit log, and ``foreachBatch`` sinks with and without idempotence.
 - :func:`append_sink` appends every batch it is given: a batch Spark runs twice is written
   twice (at-least-once). :func:`idempotent_sink` overwrites the batch's own ``batch_id``
   partition, so a re-run replaces what the interrupted attempt wrote (exactly-once output).
-- ``python -m job.drills.delivery`` runs a ``foreachBatch`` query with either sink, optionally
-  dying right after the sink wrote batch N (``--die-after-batch``), before Spark could log
-  the commit: the replay on the next start is then certain, not a matter of timing.
+- ``python -m job.drills.delivery`` runs one ``foreachBatch`` query that hands each batch to
+  the sinks named (``--sink append --sink idempotent``: both, each under ``<output>/<kind>``),
+  optionally dying right after they wrote batch N (``--die-after-batch``), before Spark could
+  log the commit: the replay on the next start is then certain, not a matter of timing, and
+  both sinks see the very same replay.
 """
 
 from __future__ import annotations
@@ -144,27 +146,42 @@ def idempotent_sink(path: str) -> Callable:
     return write
 
 
-def make_sink(kind: SinkKind, path: str, *, die_after_batch: int | None = None) -> Callable:
-    """The sink of ``kind``; with ``die_after_batch`` the driver kills its own process group
-    right after that batch's write returned, before Spark logs the commit."""
-    sink = {"append": append_sink, "idempotent": idempotent_sink}[kind](path)
-    if die_after_batch is None:
-        return sink
+def make_sink(kind: SinkKind | Sequence[SinkKind], path: str, *, die_after_batch: int | None = None) -> Callable:
+    """The sink of ``kind`` writing to ``path``; with several kinds, one function that writes
+    each batch to every one of them, each under ``<path>/<kind>``. With ``die_after_batch``
+    the driver kills its own process group right after that batch's writes returned, before
+    Spark logs the commit."""
+    kinds = [kind] if isinstance(kind, str) else list(kind)
+    if not kinds or len(set(kinds)) != len(kinds):
+        raise ValueError(f"sink kinds must be distinct and at least one, got {kinds}")
+    factories = {"append": append_sink, "idempotent": idempotent_sink}
+    if len(kinds) == 1:
+        sinks = [factories[kinds[0]](path)]
+    else:
+        sinks = [factories[k](f"{path.rstrip('/')}/{k}") for k in kinds]
 
-    def write_then_die(df, batch_id: int) -> None:
-        sink(df, batch_id)
+    def write(df, batch_id: int) -> None:
+        if len(sinks) > 1:
+            df = df.persist()  # read the batch's Kafka range once for all sinks
+        try:
+            for sink in sinks:
+                sink(df, batch_id)
+        finally:
+            if len(sinks) > 1:
+                df.unpersist()
         if batch_id == die_after_batch:
             print(f"[delivery] batch {batch_id} written; killing the driver before its commit is logged", file=sys.stderr, flush=True)
             os.killpg(os.getpgid(0), signal.SIGKILL)
 
-    return write_then_die
+    return write
 
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m job.drills.delivery", description="a foreachBatch query over the raw Kafka records")
     parser.add_argument("--topic-prefix", "--prefix", dest="prefix", required=True, help="topic prefix")
-    parser.add_argument("--sink", choices=("append", "idempotent"), required=True)
-    parser.add_argument("--output", required=True, help="s3a:// path the sink writes")
+    parser.add_argument("--sink", choices=("append", "idempotent"), action="append", required=True,
+                        help="the sink to write; repeat it for both (then each writes under <output>/<kind>)")
+    parser.add_argument("--output", required=True, help="s3a:// path the sink (or the sinks) write")
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200)
     parser.add_argument("--die-after-batch", type=int)
@@ -174,7 +191,9 @@ def _main(argv: list[str] | None = None) -> int:
 
     settings = Settings.from_env()
     bootstrap = settings.endpoints().kafka_bootstrap
-    spark = spark_session(settings, f"delivery-{args.sink}")
+    if len(set(args.sink)) != len(args.sink):
+        parser.error(f"--sink: each kind once, got {args.sink}")
+    spark = spark_session(settings, f"delivery-{'-'.join(args.sink)}")
     stream = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)

@@ -78,6 +78,18 @@ def test_an_uncapped_run_has_caught_up_when_no_lag_is_left_and_a_batch_without_i
     assert _run([_batch(0, 0, 20, 6000, 500)], cap=None).caught_up_s is None
 
 
+def test_the_summary_sets_a_run_s_first_commit_largest_batch_and_peak_memory_side_by_side():
+    run = _run([_batch(0, 0, 1, 0, 5000), _batch(1, 1, 4, 1000, 4100), _batch(2, 4, 6, 1000, 3200)])
+    run.memory = {1: {"peak_execution_bytes": 3 * 2**20, "spilled_bytes": 2**20},
+                  2: {"peak_execution_bytes": 5 * 2**20, "spilled_bytes": 0}}  # fmt: skip
+    assert run.first_commit_s == 4.0  # batch 0 read nothing: the first records waited for batch 1
+    assert run.peak_memory_bytes == 5 * 2**20
+    assert run.summary() == {"run": "t", "backlog": 5000, "batches with input": 2, "largest batch (rows)": 1000,
+                             "first commit (s)": 4.0, "caught up (s)": None, "peak execution memory (MB)": 5.0,
+                             "spilled (MB)": 1.0}  # fmt: skip
+    assert _run([_batch(0, 0, 1, 0, 0)]).first_commit_s is None and _run([]).peak_memory_bytes == 0
+
+
 def test_the_forecast_uses_the_first_full_batches_after_the_querys_first():
     # the first batch is slow (it opens the state stores) and must not count
     full = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 32, 1000, 8000), _batch(2, 32, 34, 1000, 7000),
