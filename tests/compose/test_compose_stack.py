@@ -51,6 +51,38 @@ def test_every_service_passes_its_compose_healthcheck(stack):
     assert [s.state for s in stack.status()] == [ServiceState.RUNNING] * len(COMPOSE_SERVICES)
 
 
+def test_testcontainers_reads_the_same_stack_as_an_independent_client(stack, monkeypatch):
+    """testcontainers' DockerCompose, a standard client of docker-compose.yml with its own
+    parsing of ``docker compose ps`` and its own port look-up, finds what the project's
+    backend brought up: every service healthy, each published port where Settings says, and
+    a command run in the broker's container answers. Bring-up stays with ComposeBackend, the
+    code path users run: it stages the prebuilt MinIO binary and the build's CA secret,
+    which a plain ``docker compose up --build`` (DockerCompose.start) does not."""
+    from testcontainers.compose import DockerCompose
+
+    from sandbox.compose import compose_environment
+
+    for key, value in compose_environment(stack.settings).items():
+        monkeypatch.setenv(key, str(value))
+    monkeypatch.setenv("COMPOSE_PROJECT_NAME", stack.project_name)
+    compose = DockerCompose(context=str(ROOT), compose_file_name="docker-compose.yml")
+    containers = {c.Service: c for c in compose.get_containers()}
+    assert {name: containers[name].Health for name in COMPOSE_SERVICES} == {name: "healthy" for name in COMPOSE_SERVICES}
+    ports = stack.settings.ports
+    published = {(service, inner): compose.get_service_host_and_port(service, inner)
+                 for service, inner in (("kafka", 9092), ("minio", 9000), ("spark-master", 7077), ("jupyter", 8888))}  # fmt: skip
+    assert published == {
+        ("kafka", 9092): ("127.0.0.1", ports.kafka),
+        ("minio", 9000): ("127.0.0.1", ports.minio),
+        ("spark-master", 7077): ("127.0.0.1", ports.spark_master),
+        ("jupyter", 8888): ("127.0.0.1", ports.jupyter),
+    }
+    out, err, code = compose.exec_in_container(["cat", "/var/lib/kafka/data/meta.properties"], service_name="kafka")
+    assert code == 0, err
+    cluster_id = re.search(r"CLUSTER_ID: (\S+)", (ROOT / "docker-compose.yml").read_text()).group(1)
+    assert f"cluster.id={cluster_id}" in out, out
+
+
 def test_code_in_jupyter_attaches_to_the_stack_and_prints_host_links(stack):
     probe = (
         "from sandbox import Settings, open_sandbox\n"
