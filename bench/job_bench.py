@@ -21,7 +21,8 @@ One run reports, on the same machine and the same input:
            4x2 and a fleet of 50x20: 1,000 sessions on 150 Kafka partitions): the baseline, then
            the job in stages, each keeping the fastest of the one before: every operator, the
            batch caps (``--caps``), the state partitions (``--partitions``); then the winner with
-           Kafka's default fetch wait and with the raw archive's second query. One table with
+           Kafka's default fetch wait, with the raw archive's second query, and with RocksDB's
+           row count off (``trackTotalNumberOfRows``). One table with
            Spark's per-batch durations; the README's Known limits quotes it.
 
     .venv/bin/python bench/job_bench.py                       # about 10 minutes on 2 cores
@@ -211,12 +212,18 @@ def batch_parts(progress: list[dict]) -> dict[str, float]:
     return out
 
 
+#: RocksDB's count of the rows in each state store (``numRowsTotal`` in the query's progress):
+#: keeping it costs a read per write (apache/spark PR #41122). The job keeps it on: chapter 05's
+#: state curve and idle-expiry check read it.
+TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+
+
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
                     verify: bool = True, partitions: int | None = None, raw: bool = False,
-                    fetch_wait_ms: int | None = None) -> Throughput:  # fmt: skip
+                    fetch_wait_ms: int | None = None, track_rows: bool = True) -> Throughput:  # fmt: skip
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
-    archive too."""
+    archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries."""
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
@@ -224,9 +231,14 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
                      max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms,
                      state_partitions=partitions)  # fmt: skip
     started = time.monotonic()
-    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-    for query in queries:
-        query.awaitTermination()
+    if not track_rows:
+        spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
+    try:
+        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+        for query in queries:
+            query.awaitTermination()
+    finally:
+        spark.conf.unset(TRACK_ROWS)
     wall = time.monotonic() - started
     query = queries[0]
     for q in queries:
@@ -238,7 +250,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
         f"job, {operator}", sum(p["numInputRows"] for p in batches), wall, len(batches),
         sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
         setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions, "raw": raw,
-               "fetch_wait_ms": cfg.fetch_max_wait_ms},
+               "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows},
         parts_ms=batch_parts(steady or batches),
     )  # fmt: skip
     if verify:
@@ -451,8 +463,9 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
     """The sweep, per input shape: the baseline, then the job in stages, each keeping the fastest
     (records/s end to end) of the one before: every operator (the job's default cap, 2 partitions),
     then the batch caps, then the state partitions; then the winner with Kafka's default
-    ``fetch.max.wait.ms`` (500 ms) instead of the job's, and with the raw archive's second query
-    on. One backlog per shape, every output verified against its ledger."""
+    ``fetch.max.wait.ms`` (500 ms) instead of the job's, with the raw archive's second query on,
+    and with RocksDB's row count off (:data:`TRACK_ROWS`). One backlog per shape, every output
+    verified against its ledger."""
     out: list[Throughput] = []
     for s_index, shape in enumerate(args.shapes):
         prefix = f"bench-{run}-s{s_index}-"
@@ -465,11 +478,12 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         done: dict[tuple, Throughput] = {}
 
         def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
-                fetch_wait_ms: int | None = None) -> Throughput:  # fmt: skip
-            key = (operator, cap, partitions, raw, fetch_wait_ms)
+                fetch_wait_ms: int | None = None, track_rows: bool = True) -> Throughput:  # fmt: skip
+            key = (operator, cap, partitions, raw, fetch_wait_ms, track_rows)
             if key not in done:
                 t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
-                                    fetch_wait_ms=fetch_wait_ms, tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
+                                    fetch_wait_ms=fetch_wait_ms, track_rows=track_rows,
+                                    tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
                 t.setup.update(shape=shape.name, stage=stage)
                 done[key] = t
                 out.append(t)
@@ -490,6 +504,7 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         parts = best([one("partitions", op, cap, n) for n in args.partitions]).setup["partitions"]
         one("kafka wait", op, cap, parts, fetch_wait_ms=500)
         one("raw", op, cap, parts, raw=True)
+        one("rows off", op, cap, parts, track_rows=False)
     return out
 
 
