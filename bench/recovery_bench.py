@@ -48,7 +48,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -79,13 +79,20 @@ SYSTEMS = ("job", "baseline")
 ACTIONS = ("kill", "pause")
 PROCESS_TARGETS = ("driver",)
 EXECUTOR_MEMORY = "1100m"
+#: The capacity measurement: a backlog this big, drained in batches of this many records; the
+#: capacity is the rate over every batch but the first (the first opens the query's state).
+CAPACITY_RECORDS = 20_000
+CAPACITY_CAP = 5_000
 
 
 @dataclass(frozen=True, kw_only=True)
 class Schedule:
     """When and what to break: ``failures`` times ``action`` of ``target``, the first after
     ``warmup_s``, then every ``interval_s``; each is undone ``down_s`` later. Producers
-    run for ``warmup_s + failures * interval_s`` seconds at ``rate`` msg/s."""
+    run for ``warmup_s + failures * interval_s`` seconds at ``rate`` msg/s, or, with
+    ``load``, at that fraction of the job's capacity as its worker measures it before the
+    clock starts (:data:`CAPACITY_RECORDS` drained in batches of :data:`CAPACITY_CAP`); the
+    systems after the job get the same rate."""
 
     target: str = "spark-worker-1"
     action: str = "kill"
@@ -94,6 +101,7 @@ class Schedule:
     warmup_s: float = 60.0
     down_s: float = 5.0
     rate: float = 200.0
+    load: float | None = None
 
     @property
     def duration_s(self) -> float:
@@ -116,6 +124,9 @@ class SystemRun:
     highs: pd.DataFrame  # ms, topic, partition, high
     visible: pd.DataFrame  # topic, partition, offset, visible_ms
     verdict: dict = field(default_factory=dict)
+    rate: float = 0.0  # msg/s the producers were asked for
+    capacity: dict | None = None  # the job's measured capacity (records/s, records, batches), when measured
+    undone_ms: list[int] = field(default_factory=list)  # when each failure was undone
     restarts: int = 0  # brought back after a scheduled kill
     crashes: int = 0  # exited on its own and started again by the supervisor
 
@@ -152,6 +163,21 @@ def per_second(run: SystemRun, duration_s: float, ledger: pd.DataFrame | None = 
     total = lag.groupby("t")["lag"].sum(min_count=1)
     table["lag"] = total.reindex(seconds).to_numpy()
     return table, lag
+
+
+def executors_around(run: SystemRun) -> list[dict]:
+    """Per failure, Spark's own view of it: the executors the job's application had at the
+    last batch before the failure and the fewest at any batch until the next one (None: the
+    system has no executors, or no batch in that window). A kill of a worker that landed
+    shows as ``lowest < before``."""
+    batches = [(e["ms"], e["executors"]) for e in run.events if e.get("executors") is not None]
+    out = []
+    for n, f in enumerate(run.failures_ms):
+        until = run.failures_ms[n + 1] if n + 1 < len(run.failures_ms) else float("inf")
+        before = [x for ms, x in batches if ms < f]
+        during = [x for ms, x in batches if f <= ms < until]
+        out.append({"before": before[-1] if before else None, "lowest": min(during) if during else None})
+    return out
 
 
 def lag_table(run: SystemRun) -> pd.DataFrame:
@@ -375,6 +401,16 @@ def job_worker(args) -> int:
         prime = "prime-" + args.prefix
         ledger = produce(settings, events.parent, prime, seed=1, messages=400)
         run_job_backlog(spark, settings, cfg.operator, prime, ledger, max_offsets=5000, tag=f"{args.name}-prime", verify=False)
+        if args.measure:
+            measure = "cap-" + args.prefix
+            ledger = produce(settings, events.parent, measure, seed=2, messages=args.measure)
+            cap = run_job_backlog(spark, settings, cfg.operator, measure, ledger, max_offsets=CAPACITY_CAP,
+                                  tag=f"{args.name}-cap", verify=False)  # fmt: skip
+            if not cap.steady_per_s:
+                print(f"job worker: the capacity run made {cap.batches} batch(es); it needs two", file=sys.stderr)
+                return 1
+            _append(events, {"ms": int(time.time() * 1000), "capacity": cap.steady_per_s,
+                             "capacity_records": cap.steady_records, "capacity_batches": cap.batches - 1})  # fmt: skip
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
     seen: set[int] = set()
 
@@ -385,7 +421,8 @@ def job_worker(args) -> int:
             seen.add(p["batchId"])
             started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
             _append(events, {"ms": int(started + p["durationMs"].get("triggerExecution", 0)), "batch": p["batchId"],
-                             "rows": int(p["numInputRows"]), "offsets": reached(p)})  # fmt: skip
+                             "rows": int(p["numInputRows"]), "offsets": reached(p),
+                             "executors": pipeline.executor_count(queries[0])})  # fmt: skip
 
     while (request := _stop_request(stop)) is None:
         if queries[0].exception() is not None:
@@ -404,9 +441,10 @@ def job_worker(args) -> int:
 
 def baseline_worker(args) -> int:
     """The baseline in its own process: reads from the earliest offset (it keeps no
-    checkpoint), logs every batch and when its records became visible; after ``--idle``
-    seconds without a record once ``--stop`` names the ledger, verifies its outputs."""
-    from job.baseline import BaselineConfig, run_baseline
+    checkpoint), logs every batch and when its records became visible; once ``--stop``
+    names the ledger (the producers are done), reads up to the topics' end offsets of that
+    moment and verifies its outputs."""
+    from job.baseline import BaselineConfig, end_offsets, run_baseline
     from job.verify.verifier import check
     from producers.ledger import read_ledger
     from sandbox import Settings
@@ -414,6 +452,13 @@ def baseline_worker(args) -> int:
     events, stop, visible = Path(args.events), Path(args.stop), Path(args.visible)
     _append(events, {"ms": int(time.time() * 1000), "start": True, "reset": True, "pid": os.getpid()})
     settings = Settings.from_env()
+
+    ends: dict = {}
+
+    def after_stop() -> dict | None:  # the end offsets, once the producers are done
+        if not ends and _stop_request(stop) is not None:
+            ends.update(end_offsets(settings.endpoints().kafka_bootstrap, args.prefix))
+        return ends or None
 
     def on_batch(records) -> None:
         now = int(time.time() * 1000)
@@ -429,7 +474,7 @@ def baseline_worker(args) -> int:
 
     while True:
         config = BaselineConfig(bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=args.prefix, idle_s=args.idle)
-        result = run_baseline(config, on_batch=on_batch)
+        result = run_baseline(config, on_batch=on_batch, end_offsets_later=after_stop)
         request = _stop_request(stop)
         if request is not None:
             break
@@ -444,7 +489,7 @@ def baseline_worker(args) -> int:
 
 
 def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path, prefix: str, seed: int,
-               trigger: str, idle_s: float) -> SystemRun:  # fmt: skip
+               trigger: str, idle_s: float, measure: int = 0) -> SystemRun:  # fmt: skip
     """Start ``system``'s worker, produce for the schedule's duration while failures are
     injected, stop the worker, and collect the observations."""
     files = {k: work / f"{system}-{k}" for k in ("events.jsonl", "stop.json", "verdict.json", "visible.csv", "worker.log")}
@@ -454,7 +499,8 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     common = ["--prefix", prefix, "--events", str(files["events.jsonl"]), "--stop", str(files["stop.json"]),
               "--verdict", str(files["verdict.json"])]  # fmt: skip
     if system == "job":
-        argv = [sys.executable, script, "job-worker", *common, "--name", f"recovery-{prefix.strip('-')}", "--trigger", trigger]
+        argv = [sys.executable, script, "job-worker", *common, "--name", f"recovery-{prefix.strip('-')}", "--trigger", trigger,
+                "--measure", str(measure)]  # fmt: skip
     else:
         argv = [sys.executable, script, "baseline-worker", *common, "--visible", str(files["visible.csv"]), "--idle", str(idle_s)]
     worker = Supervised(system, argv, files["worker.log"])
@@ -475,17 +521,26 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
                 worker.stop()
                 raise RuntimeError(worker.failed or f"the job worker made no progress in 300 s; see {files['worker.log']}")
             time.sleep(1.0)
+    capacity = next((e for e in _read_events(files["events.jsonl"]) if "capacity" in e), None)
+    rate = schedule.rate
+    if schedule.load is not None and system == "job":  # the systems after it get the rate it gave (bench)
+        if capacity is None:
+            raise RuntimeError(f"a load of {schedule.load:.0%} needs the job's capacity, and its worker measured none; "
+                               f"see {files['worker.log']}")  # fmt: skip
+        rate = round(schedule.load * capacity["capacity"])
+        say(f"{system}: capacity {capacity['capacity']:,.0f} records/s ({capacity['capacity_records']:,} records in "
+            f"{capacity['capacity_batches']} batches of at most {CAPACITY_CAP:,}); input at {schedule.load:.0%} of it: {rate} msg/s")  # fmt: skip
     sampler = WatermarkSampler(settings.endpoints().kafka_bootstrap, prefix)
     ledger: dict[str, str] = {}
     producer = threading.Thread(
-        target=lambda: ledger.update(path=produce(settings, work, prefix, seed=seed, rate=schedule.rate, duration=schedule.duration_s)),
+        target=lambda: ledger.update(path=produce(settings, work, prefix, seed=seed, rate=rate, duration=schedule.duration_s)),
         name="producers", daemon=True,
     )  # fmt: skip
     t0_ms = int(time.time() * 1000)
     producer.start()
     sampler.start()
     try:
-        failures_ms, ledger_path = _schedule(system, schedule, worker, sandbox, producer, ledger, t0_ms)
+        failures_ms, undone_ms, ledger_path = _schedule(system, schedule, rate, worker, sandbox, producer, ledger, t0_ms)
         _append(files["stop.json"], {"ledger": ledger_path})
         say(f"{system}: producers done; draining and verifying")
         finished = worker.wait(1200)
@@ -497,16 +552,17 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     visible = sink_visibility(settings, verdict["sink_path"]) if system == "job" else _read_visible(files["visible.csv"])
     return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger_path,
                      events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
-                     restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
+                     rate=rate, capacity=capacity, undone_ms=undone_ms, restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
 
 
-def _schedule(system: str, schedule: Schedule, worker: Supervised, sandbox, producer: threading.Thread,
-              ledger: dict[str, str], t0_ms: int) -> tuple[list[int], str]:  # fmt: skip
-    """Inject the failures on time while the producers run; return the failure times and the ledger."""
+def _schedule(system: str, schedule: Schedule, rate: float, worker: Supervised, sandbox, producer: threading.Thread,
+              ledger: dict[str, str], t0_ms: int) -> tuple[list[int], list[int], str]:  # fmt: skip
+    """Inject the failures on time while the producers run; return when each failure was
+    injected and undone, and the ledger."""
     what = failure_label(system, schedule)
-    say(f"{system}: producing {schedule.rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
+    say(f"{system}: producing {rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
         f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
-    failures_ms = []
+    failures_ms, undone_ms = [], []
     for n, at in enumerate(schedule.times(), 1):
         time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
         failures_ms.append(int(time.time() * 1000))
@@ -514,11 +570,12 @@ def _schedule(system: str, schedule: Schedule, worker: Supervised, sandbox, prod
         say(f"  failure {n}: {what} at t={(failures_ms[-1] - t0_ms) / 1000:.0f}s")
         time.sleep(schedule.down_s)
         undo()
+        undone_ms.append(int(time.time() * 1000))
         say(f"  failure {n}: undone at t={(time.time() * 1000 - t0_ms) / 1000:.0f}s")
     producer.join()
     if "path" not in ledger:
         raise RuntimeError("the producers stopped without a ledger; see the messages above")
-    return failures_ms, ledger["path"]
+    return failures_ms, undone_ms, ledger["path"]
 
 
 def busiest_worker(settings) -> str:
@@ -654,6 +711,8 @@ def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: d
     print(f"\nrecovery benchmark: {schedule.failures} failures every {schedule.interval_s:.0f}s (back after "
           f"{schedule.down_s:.0f}s), {schedule.rate:.0f} msg/s, warm-up {schedule.warmup_s:.0f}s: "
           + "; ".join(f"{system}: {failure_label(system, schedule)}" for system in reports))  # fmt: skip
+    if (capacity := runs["job"].capacity if "job" in runs else None) is not None:
+        print(f"  the job's capacity: {capacity['capacity']:,.0f} records/s; input {schedule.rate / capacity['capacity']:.0%} of it")
     print(f"  {'':<10}{'failure':>8}{'at':>6}{'thr impact':>11}{'thr recov':>10}{'p90 impact':>11}{'p90 recov':>10}{'lag peak':>10}")
     for system, report in reports.items():
         for f in report.failures:
@@ -680,6 +739,8 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
     from producers.run import new_run_id
     from sandbox import Settings, open_sandbox
 
+    if schedule.load is not None and systems[0] != "job":
+        raise SystemExit(f"a load of {schedule.load:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate")
     settings = Settings.from_env()
     sb = open_sandbox(settings)
     say(f"sandbox: {shown(settings.state_dir)} (ports +{os.environ.get('OSL_PORT_OFFSET', 0)})")
@@ -694,8 +755,11 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
     runs, tables, lags, reports = {}, {}, [], {}
     for n, system in enumerate(systems):
         prefix = f"rec-{run_id}-{system[0]}-"
+        measure = CAPACITY_RECORDS if system == "job" and schedule.load is not None else 0
         runs[system] = run_system(system, schedule, settings=settings, sandbox=sb, work=work, prefix=prefix, seed=seed,
-                                  trigger=trigger, idle_s=idle)  # fmt: skip
+                                  trigger=trigger, idle_s=idle, measure=measure)  # fmt: skip
+        if measure:  # the systems after the job get the rate its capacity gave
+            schedule = replace(schedule, rate=runs[system].rate)
         tables[system], lag = per_second(runs[system], schedule.duration_s)
         lags.append(lag)
         failure_s = [(ms - runs[system].t0_ms) / 1000 for ms in runs[system].failures_ms]
@@ -711,14 +775,17 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
         files["recovery_plot"] = png
     summary = {
         "run": run_id, "schedule": asdict(schedule), "trigger": trigger, "seed": seed, "cores": os.cpu_count(),
+        "capacity": runs["job"].capacity if "job" in runs else None,
         "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
-                        "failures_s": [f.failure_s for f in reports[s].failures]} for s in systems},
+                        "failures_s": [f.failure_s for f in reports[s].failures],
+                        "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],
+                        "executors": executors_around(runs[s])} for s in systems},
         "files": {k: str(v) for k, v in files.items()},
     }  # fmt: skip
     files["summary"].write_text(json.dumps(summary, indent=2, default=str))
     print_report(schedule, reports, runs)
     print("\n" + "\n".join(f"{k + ':':<15}{shown(v)}" for k, v in files.items()))
-    return {**summary, "reports": reports, "tables": tables, "runs": runs}
+    return {**summary, "schedule": schedule, "reports": reports, "tables": tables, "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -732,6 +799,7 @@ def main(argv: list[str] | None = None) -> int:
         w.add_argument("--trigger", default="1 second")
         w.add_argument("--visible")
         w.add_argument("--idle", type=float, default=30.0)
+        w.add_argument("--measure", type=int, default=0, help="records of the capacity measurement (0: none)")
     parser.add_argument("--target", default=Schedule.target,
                         help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1)")
     parser.add_argument("--action", choices=ACTIONS, default=Schedule.action)
@@ -741,6 +809,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--down", type=float, default=Schedule.down_s,
                         help="seconds before a killed target is restarted / a paused one resumed (default %(default)s)")
     parser.add_argument("--rate", type=float, default=Schedule.rate, help="producer messages per second (default %(default)s)")
+    parser.add_argument("--load", type=float, help="instead of --rate: this fraction of the job's capacity, measured first (e.g. 0.25)")
     parser.add_argument("--trigger", default="1 second", help="the job's micro-batch interval")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="job,baseline (default both)")
     # The study averages over 5 s; the job here commits every 3-4 s (trigger 1 s, 2 cores), so
@@ -760,11 +829,13 @@ def main(argv: list[str] | None = None) -> int:
         (args.warmup >= 20, "--warmup must be at least 20 s (the detector's reference window)"),
         (args.interval > args.down + args.hold, "--interval must exceed --down plus --hold"),
         (args.rate > 0, "--rate must be positive"),
+        (args.load is None or 0 < args.load < 1, "--load is a fraction of the job's capacity: between 0 and 1, e.g. 0.25"),
+        (args.load is None or (systems and systems[0] == "job"), "--load needs the job to run first: --systems job,baseline"),
     ] if not ok]  # fmt: skip
     if problems:
         parser.error("; ".join(problems))
     schedule = Schedule(target=args.target, action=args.action, failures=args.failures, interval_s=args.interval,
-                        warmup_s=args.warmup, down_s=args.down, rate=args.rate)  # fmt: skip
+                        warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
     result = bench(schedule, systems=systems, trigger=args.trigger, seed=args.seed,
                    detector=DetectorConfig(smooth_s=args.smooth, hold_s=args.hold))  # fmt: skip
     clean = all(r.verdict.get("ok") for r in result["runs"].values())

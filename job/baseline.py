@@ -177,17 +177,22 @@ def run_baseline(
     *,
     progress: Callable[[str], None] | None = None,
     on_batch: Callable[[list[Record]], None] | None = None,
+    end_offsets_later: Callable[[], Mapping[Partition, int] | None] | None = None,
 ) -> BaselineResult:
     """Consume the collection topics through the session state machine (see the module docstring).
 
     ``on_batch`` is called with each micro-batch's records once its outputs are kept (the
     benchmark takes that moment as the baseline's "output visible" time).
+    ``end_offsets_later`` is asked between batches until it returns end offsets (e.g. once
+    the producers are done); from then on the run stops when it has read up to them, as with
+    ``config.end_offsets``.
     """
     from confluent_kafka import KafkaException
 
     sessions = Sessions(policy=config.policy, window=config.window)
     reader = _Reader(config)
-    targets = {tp: end for tp, end in (config.end_offsets or {}).items() if end > 0}
+    ends = config.end_offsets
+    targets = {tp: end for tp, end in (ends or {}).items() if end > 0}
     started = last_record = time.monotonic()
     count = 0
     stopped: StopReason = "idle"  # each way out of the loop sets it
@@ -195,7 +200,9 @@ def run_baseline(
     try:
         reader.subscribe()
         while True:
-            reason = _stop_reason(config, reader, targets, started, last_record)
+            if ends is None and end_offsets_later is not None and (ends := end_offsets_later()) is not None:
+                targets = {tp: end for tp, end in ends.items() if end > 0}
+            reason = _stop_reason(config, reader, targets if ends is not None else None, started, last_record)
             if reason is not None:
                 stopped = reason
                 break
@@ -233,11 +240,12 @@ def run_baseline(
 
 
 def _stop_reason(
-    config: BaselineConfig, reader: _Reader, targets: Mapping[Partition, int], started: float, last_record: float
+    config: BaselineConfig, reader: _Reader, targets: Mapping[Partition, int] | None, started: float, last_record: float
 ) -> StopReason | None:
-    """Why the run stops now: ``targets`` (the end offsets) read, idle, or past the deadline; None to read on."""
+    """Why the run stops now: ``targets`` (the end offsets, None: none known yet) read, idle,
+    or past the deadline; None to read on."""
     now = time.monotonic()
-    if config.end_offsets is not None and reader.reached(targets):
+    if targets is not None and reader.reached(targets):
         return "end-offsets"
     if now - last_record >= config.idle_s:
         return "idle"

@@ -168,3 +168,24 @@ def test_the_log_names_what_each_system_loses_not_a_target_the_baseline_does_not
     assert rb.failure_label("job", kill_worker) == "kill spark-worker-1"
     assert rb.failure_label("baseline", kill_worker) == "kill the baseline's process, restarted by its supervisor"
     assert rb.failure_label("baseline", rb.Schedule(target="spark-worker-1", action="pause")) == "pause the baseline's process"
+
+
+def test_spark_s_own_view_tells_whether_each_kill_took_an_executor(rb):
+    run = make_run(rb, events=[
+        {"ms": T0 + 1000, "rows": 5, "executors": 2},
+        {"ms": T0 + 2500, "rows": 5, "executors": 1},  # failure 1 at +2000 took one
+        {"ms": T0 + 3500, "rows": 5, "executors": 2},
+        {"ms": T0 + 5500, "rows": 5, "executors": 2},  # failure 2 at +5000 took none
+        {"ms": T0 + 6500, "start": True},
+    ])  # fmt: skip
+    run.failures_ms = [T0 + 2000, T0 + 5000, T0 + 9000]
+    assert rb.executors_around(run) == [{"before": 2, "lowest": 1}, {"before": 2, "lowest": 2}, {"before": 2, "lowest": None}]
+    assert rb.executors_around(make_run(rb, system="baseline", events=[{"ms": T0, "rows": 1}])) == []
+
+
+def test_a_load_is_a_fraction_of_the_job_s_capacity_so_the_job_must_run_first(rb, capsys):
+    with pytest.raises(SystemExit, match="run the job first"):
+        rb.bench(rb.Schedule(load=0.25), systems=("baseline",))
+    with pytest.raises(SystemExit):
+        rb.main(["--load", "1.5"])
+    assert "--load is a fraction of the job's capacity: between 0 and 1" in capsys.readouterr().err

@@ -18,7 +18,10 @@ The contract, for each metric (throughput, p90 latency) and each failure at time
    ``s``; the band is ``m ± max(k·s, rel_floor·|m|, abs_floor)``. The floors keep a
    perfectly flat series from having a zero-width band. When fewer than
    ``min_baseline_samples`` clean samples remain (back-to-back failures), the previous
-   failure's band is reused; the first failure must have them.
+   failure's band is reused; the first failure must have them. For p90 latency only the
+   upper edge counts: a failure cannot make records visible sooner, and a reference window
+   that caught a slow stretch would otherwise call a return to faster-than-before "not
+   recovered".
 3. **Impact.** The first second ``t >= f`` before the horizon (the next failure, or the
    end of the series) whose smoothed value is outside the band or missing. None: the
    failure had no visible impact, its recovery time is 0.
@@ -103,9 +106,10 @@ class Band:
     high: float
     samples: int
     reused: bool = False  # taken over from the previous failure (too few clean samples)
+    upper_only: bool = False  # below ``low`` counts as inside too (latency: lower is never a symptom)
 
     def contains(self, value: float) -> bool:
-        return not math.isnan(value) and self.low <= value <= self.high
+        return not math.isnan(value) and (self.upper_only or self.low <= value) and value <= self.high
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,7 +289,7 @@ def _metric_recoveries(name: str, t: np.ndarray, smooth: np.ndarray, fails: list
         if ref.sum() >= cfg.min_baseline_samples:
             m, s = float(smooth[ref].mean()), float(smooth[ref].std())
             half = max(cfg.k * s, cfg.rel_floor * abs(m), cfg.abs_floor)
-            band = Band(mean=m, std=s, low=m - half, high=m + half, samples=int(ref.sum()))
+            band = Band(mean=m, std=s, low=m - half, high=m + half, samples=int(ref.sum()), upper_only=name == "latency")
         elif band is not None:
             band = Band(**{**band.__dict__, "reused": True})
         else:

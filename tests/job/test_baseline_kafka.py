@@ -92,6 +92,23 @@ def test_under_strict_the_baseline_stops_at_the_first_fault_and_what_it_wrote_ve
     assert report.lost > 0 and result.quarantine.empty
 
 
+def test_end_offsets_given_later_stop_the_run_there_instead_of_at_idle(bootstrap: str, faulty_run: tuple[str, str]) -> None:
+    """The recovery bench's baseline learns its end offsets only once the producers are
+    done: asked between batches, they stop the run as soon as it has read them."""
+    prefix, _ = faulty_run
+    ends = end_offsets(bootstrap, prefix)
+    asked: list[int] = []
+
+    def later():
+        asked.append(1)
+        return ends if len(asked) > 3 else None
+
+    result = run_baseline(BaselineConfig(bootstrap=bootstrap, topic_prefix=prefix, batch_size=50, idle_s=600),
+                          end_offsets_later=later)  # fmt: skip
+    assert result.stopped == "end-offsets" and result.records == sum(ends.values()), (result.stopped, result.records)
+    assert len(asked) == 4  # asked until it answered, not after
+
+
 def test_the_baseline_discovers_a_site_that_joins_while_it_runs(bootstrap: str, tmp_path: Path) -> None:
     cfg = run_config(
         bootstrap, tmp_path / "ledger", faults=["drop:0.01"], sites=1, join=1, sessions=1, rate=200.0, duration=8.0,

@@ -170,3 +170,16 @@ def test_unusable_input_is_a_detector_error_that_says_the_fix(failures, kwargs, 
 def test_settings_out_of_range_are_rejected():
     with pytest.raises(DetectorError, match="hold_s"):
         DetectorConfig(hold_s=0)
+
+
+def test_latency_back_below_a_slow_reference_is_recovered_but_throughput_above_its_band_is_not():
+    """Latency lower than the reference window's is no symptom (a failure cannot make records
+    visible sooner); throughput above its band is the catch-up, still not normal."""
+    s = series(n=150, outages=[(60, 70)], latency_spikes=[(40, 60), (60, 70)])
+    s["latency_p90_ms"] = [v if i < 70 else 500.0 for i, v in enumerate(s["latency_p90_ms"])]  # faster than ever after
+    (f,) = detect(s, [60], config=EXACT).failures
+    assert f.latency.band.mean == pytest.approx(5000)  # the reference caught a slow stretch
+    assert (f.latency.impact_s, f.latency.recovery_s) == (None, None)  # 5000 is inside, 500 is under: no symptom at all
+    s2 = series(n=150, outages=[(60, 70)], catch_up=[(70, 145)])
+    (g,) = detect(s2, [60], config=EXACT).failures
+    assert g.throughput.impact_s == 60 and g.throughput.recovery_s is None  # the catch-up lasts to the end: not recovered
