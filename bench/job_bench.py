@@ -220,7 +220,7 @@ TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
                     verify: bool = True, partitions: int | None = None, raw: bool = False,
-                    fetch_wait_ms: int | None = None, track_rows: bool = True) -> Throughput:  # fmt: skip
+                    fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False) -> Throughput:  # fmt: skip
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
     archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries."""
@@ -234,7 +234,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     if not track_rows:
         spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
     try:
-        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap, raw_in_sink=raw_in_sink)
         for query in queries:
             query.awaitTermination()
     finally:
@@ -246,10 +246,13 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
             raise RuntimeError(f"{operator}: the query {q.name} failed: {q.exception()}")
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     steady = batches[1:]
+    # with the archive in the sink the one source is scanned twice, and Spark counts both scans
+    reads = 2 if raw and raw_in_sink else 1
     out = Throughput(
-        f"job, {operator}", sum(p["numInputRows"] for p in batches), wall, len(batches),
-        sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
-        setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions, "raw": raw,
+        f"job, {operator}", sum(p["numInputRows"] for p in batches) // reads, wall, len(batches),
+        sum(p["numInputRows"] for p in steady) // reads, sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
+        setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions,
+               "raw": ("in sink" if raw_in_sink else "query") if raw else False,
                "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows},
         parts_ms=batch_parts(steady or batches),
     )  # fmt: skip
@@ -411,6 +414,9 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--skip-backlog", action="store_true")
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-warmup", action="store_true", help="no untimed warm-up run of the Spark application")
+    parser.add_argument("--raw-rounds", type=int, default=0,
+                        help="sweep: then this many rounds of the raw archive off / as a second query / in the sink, "
+                             "alternating on the warm application (the stages' order drifts: each run is faster than the last)")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     if args.messages is None:
@@ -478,16 +484,16 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         done: dict[tuple, Throughput] = {}
 
         def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
-                fetch_wait_ms: int | None = None, track_rows: bool = True) -> Throughput:  # fmt: skip
-            key = (operator, cap, partitions, raw, fetch_wait_ms, track_rows)
+                fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False) -> Throughput:  # fmt: skip
+            key = (stage if stage.startswith("round") else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows, raw_in_sink)
             if key not in done:
                 t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
-                                    fetch_wait_ms=fetch_wait_ms, track_rows=track_rows,
+                                    fetch_wait_ms=fetch_wait_ms, track_rows=track_rows, raw_in_sink=raw_in_sink,
                                     tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
                 t.setup.update(shape=shape.name, stage=stage)
                 done[key] = t
                 out.append(t)
-                say(f"  {stage:<10} {operator:<27} cap {cap or 'none':>6} partitions {partitions} raw {'on' if raw else 'off'} "
+                say(f"  {stage:<10} {operator:<27} cap {cap or 'none':>6} partitions {partitions} raw {t.setup['raw'] or 'off'} "
                     f"fetch wait {t.setup['fetch_wait_ms']} ms: "
                     f"{t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), {t.batches} batches, "
                     f"{t.parts_ms.get('triggerExecution', 0) / 1000:.1f} s/batch; {t.verdict}")  # fmt: skip
@@ -504,7 +510,12 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         parts = best([one("partitions", op, cap, n) for n in args.partitions]).setup["partitions"]
         one("kafka wait", op, cap, parts, fetch_wait_ms=500)
         one("raw", op, cap, parts, raw=True)
+        one("raw, 1 query", op, cap, parts, raw=True, raw_in_sink=True)
         one("rows off", op, cap, parts, track_rows=False)
+        for n in range(1, args.raw_rounds + 1):
+            one(f"round {n}", op, cap, parts)
+            one(f"round {n}", op, cap, parts, raw=True)
+            one(f"round {n}", op, cap, parts, raw=True, raw_in_sink=True)
     return out
 
 
@@ -512,21 +523,21 @@ def print_sweep(rows: list[Throughput]) -> None:
     """The sweep's one table: every run against its shape's baseline, with the per-batch parts."""
     print("\nsweep: backlog from the earliest offset, available-now; median ms per steady batch; "
           "x = records/s against the baseline on the same input")
-    head = (f"  {'shape':<7}{'stage':<11}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>5}{'wait':>5}{'batches':>8}{'wall s':>8}"
+    head = (f"  {'shape':<7}{'stage':<13}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>8}{'wait':>5}{'batches':>8}{'wall s':>8}"
             f"{'rec/s':>8}{'x':>6}{'batch':>7}{'latest':>7}{'plan':>6}{'addBatch':>9}{'wal':>6}{'commit':>7}{'state':>7}  verified")
     print(head)
     base = None
     for t in rows:
         if t.setup.get("stage") == "baseline":
             base = t
-            print(f"  {t.setup['shape']:<7}{'baseline':<11}{'1 Python process':<27}{'':>7}{'':>6}{'':>5}{'':>5}{t.batches:>8}"
+            print(f"  {t.setup['shape']:<7}{'baseline':<13}{'1 Python process':<27}{'':>7}{'':>6}{'':>8}{'':>5}{t.batches:>8}"
                   f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}{1:>6.2f}{'':>7}{'':>7}{'':>6}{'':>9}{'':>6}{'':>7}{'':>7}  "
                   f"{'yes' if t.verified else 'NO'}")  # fmt: skip
             continue
         m = t.parts_ms
         ratio = t.per_s / base.per_s if base else float("nan")
-        print(f"  {t.setup['shape']:<7}{t.setup['stage']:<11}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
-              f"{t.setup['partitions']:>6}{'on' if t.setup['raw'] else 'off':>5}{t.setup['fetch_wait_ms']:>5}{t.batches:>8}"
+        print(f"  {t.setup['shape']:<7}{t.setup['stage']:<13}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
+              f"{t.setup['partitions']:>6}{t.setup['raw'] or 'off':>8}{t.setup['fetch_wait_ms']:>5}{t.batches:>8}"
               f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}"
               f"{ratio:>6.2f}{m.get('triggerExecution', 0):>7.0f}{m.get('latestOffset', 0):>7.0f}{m.get('queryPlanning', 0):>6.0f}"
               f"{m.get('addBatch', 0):>9.0f}{m.get('walCommit', 0):>6.0f}{m.get('commitOffsets', 0):>7.0f}{m.get('stateCommit', 0):>7.0f}"

@@ -261,11 +261,26 @@ def _cut_of_record(cuts):
     return F.coalesce(F.create_map(*entries)[where], F.lit(0))
 
 
-def sessions_stream(spark, cfg: JobConfig, bootstrap: str):
-    """The stateful part: Kafka records in, union-schema rows out (not started)."""
+def raw_rows(kafka):
+    """The raw archive as rows of the union schema (``output=raw``): a record's Kafka
+    coordinates, key and value, and its Kafka timestamp in ``event_ts_ms``."""
     from pyspark.sql import functions as F
 
-    source = kafka_stream(spark, cfg, bootstrap).select(
+    fields = {
+        "output": F.lit("raw"), "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
+        "key": F.col("key").cast("string"), "value": F.col("value"),
+        "event_ts_ms": (F.col("timestamp").cast("double") * 1000).cast("long"),
+    }  # fmt: skip
+    return kafka.select(*[(fields[n] if n in fields else F.lit(None)).cast(kind).alias(n) for n, kind in lake.UNION_COLUMNS])
+
+
+def sessions_stream(spark, cfg: JobConfig, bootstrap: str, kafka=None):
+    """The stateful part: Kafka records in, union-schema rows out (not started). ``kafka``:
+    the source to read (default: a new one, :func:`kafka_stream`)."""
+    from pyspark.sql import functions as F
+
+    kafka = kafka_stream(spark, cfg, bootstrap) if kafka is None else kafka
+    source = kafka.select(
         F.coalesce(F.col("key").cast("string"), F.concat(F.lit("__no-key__/"), F.col("topic"))).alias(_SESSION_KEY),
         F.col("key").isNull().alias("key_missing"),
         "value",
@@ -323,8 +338,14 @@ def state_partitions_warning(cfg: JobConfig) -> str | None:
     )
 
 
-def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
-    """Start the sessions query (and the raw archive) and return the StreamingQuery handles."""
+def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False) -> list:
+    """Start the sessions query (and the raw archive) and return the StreamingQuery handles.
+
+    ``raw_in_sink`` writes the raw archive as the sink's fourth output (``output=raw``) from
+    the sessions query, one query instead of two: bench/job_bench.py ``--raw-rounds`` compares
+    the two, and one query was not faster (README, Known limits), so the job keeps two. The
+    repair, the backfill and the archive verifier read the archive at ``cfg.raw_path`` only.
+    """
     # read by a new checkpoint only; an existing one keeps its own (state_partitions_warning)
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
     spark.conf.set(
@@ -333,9 +354,12 @@ def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
     )
     cfg.checkpoint.mkdir(parents=True, exist_ok=True)
     queries = []
+    kafka = kafka_stream(spark, cfg, bootstrap)
+    out = sessions_stream(spark, cfg, bootstrap, kafka)
+    if cfg.raw_archive and raw_in_sink:  # one trigger and one commit for all four outputs (Kafka is read twice)
+        out = out.unionByName(raw_rows(kafka))
     sessions = (
-        sessions_stream(spark, cfg, bootstrap)
-        .writeStream.format("parquet")
+        out.writeStream.format("parquet")
         .option("path", lake.find_sink(spark, cfg.output))  # a lake from before `out` keeps its folder
         .option("checkpointLocation", str(cfg.checkpoint / "sessions"))
         .option("compression", "zstd")
@@ -345,7 +369,7 @@ def start(spark, cfg: JobConfig, *, bootstrap: str) -> list:
         .trigger(**cfg.trigger_kwargs())
     )
     queries.append(sessions.start())
-    if cfg.raw_archive:
+    if cfg.raw_archive and not raw_in_sink:
         raw = (
             kafka_stream(spark, cfg, bootstrap)
             .selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "value", "timestamp")
