@@ -127,6 +127,7 @@ class SystemRun:
     rate: float = 0.0  # msg/s the producers were asked for
     capacity: dict | None = None  # the job's measured capacity (records/s, records, batches), when measured
     undone_ms: list[int] = field(default_factory=list)  # when each failure was undone
+    hit_cores: list[int] = field(default_factory=list)  # per kill of a Spark worker: executor cores on it (the master's count)
     restarts: int = 0  # brought back after a scheduled kill
     crashes: int = 0  # exited on its own and started again by the supervisor
 
@@ -540,7 +541,8 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     producer.start()
     sampler.start()
     try:
-        failures_ms, undone_ms, ledger_path = _schedule(system, schedule, rate, worker, sandbox, producer, ledger, t0_ms)
+        hit_cores: list[int] = []
+        failures_ms, undone_ms, ledger_path = _schedule(system, schedule, rate, worker, sandbox, producer, ledger, t0_ms, hit_cores)
         _append(files["stop.json"], {"ledger": ledger_path})
         say(f"{system}: producers done; draining and verifying")
         finished = worker.wait(1200)
@@ -552,21 +554,27 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     visible = sink_visibility(settings, verdict["sink_path"]) if system == "job" else _read_visible(files["visible.csv"])
     return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger_path,
                      events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
-                     rate=rate, capacity=capacity, undone_ms=undone_ms, restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
+                     rate=rate, capacity=capacity, undone_ms=undone_ms, hit_cores=hit_cores, restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
 
 
 def _schedule(system: str, schedule: Schedule, rate: float, worker: Supervised, sandbox, producer: threading.Thread,
-              ledger: dict[str, str], t0_ms: int) -> tuple[list[int], list[int], str]:  # fmt: skip
+              ledger: dict[str, str], t0_ms: int, hit_cores: list[int]) -> tuple[list[int], list[int], str]:  # fmt: skip
     """Inject the failures on time while the producers run; return when each failure was
-    injected and undone, and the ledger."""
+    injected and undone, and the ledger. For a Spark worker, ``hit_cores`` gets the executor
+    cores the master counted on the killed worker the instant before each kill."""
     what = failure_label(system, schedule)
     say(f"{system}: producing {rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
         f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
     failures_ms, undone_ms = [], []
     for n, at in enumerate(schedule.times(), 1):
         time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
+        service = None
+        if not _own_process(system, schedule) and schedule.target.startswith("spark-worker"):
+            cores = worker_cores(sandbox.settings)  # the master's view, the instant before the kill
+            service = busiest_worker(sandbox.settings, cores) if schedule.target == "spark-worker" else schedule.target
+            hit_cores.append(cores.get(service, 0))
         failures_ms.append(int(time.time() * 1000))
-        undo = inject(system, schedule, sandbox, worker)
+        undo = inject(system, schedule, sandbox, worker, service)
         say(f"  failure {n}: {what} at t={(failures_ms[-1] - t0_ms) / 1000:.0f}s")
         time.sleep(schedule.down_s)
         undo()
@@ -578,10 +586,9 @@ def _schedule(system: str, schedule: Schedule, rate: float, worker: Supervised, 
     return failures_ms, undone_ms, ledger["path"]
 
 
-def busiest_worker(settings) -> str:
-    """The Spark worker running the most executor cores now (ties: the lowest number), from
-    the master's JSON status. After a kill, Spark starts the lost executor on a surviving
-    worker, so a fixed worker may hold no executor at the next failure."""
+def worker_cores(settings) -> dict[str, int]:
+    """Executor cores in use now on each ALIVE Spark worker (``spark-worker-N``), from the
+    master's JSON status; a worker that is down is absent."""
     import urllib.request
     from urllib.parse import urlparse
 
@@ -589,8 +596,17 @@ def busiest_worker(settings) -> str:
         status = json.load(response)
     ports = [urlparse(u).port for u in settings.endpoints().spark_worker_uis]
     used = {urlparse(w["webuiaddress"]).port: w["coresused"] for w in status["workers"] if w["state"] == "ALIVE"}
-    best = max(range(len(ports)), key=lambda i: (used.get(ports[i], -1), -i))
-    return f"spark-worker-{best + 1}"
+    return {f"spark-worker-{i + 1}": used[port] for i, port in enumerate(ports) if port in used}
+
+
+def busiest_worker(settings, cores: dict[str, int] | None = None) -> str:
+    """The Spark worker running the most executor cores (ties: the lowest number), from
+    ``cores`` (:func:`worker_cores` now when None). An application does not always get an
+    executor on every worker (one started while a worker was still busy may not), so a
+    fixed worker may hold none of the job's executors."""
+    cores = worker_cores(settings) if cores is None else cores
+    names = [f"spark-worker-{i + 1}" for i in range(len(settings.endpoints().spark_worker_uis))]
+    return max(names, key=lambda n: (cores.get(n, -1), -names.index(n)))
 
 
 def _own_process(system: str, schedule: Schedule) -> bool:
@@ -607,17 +623,18 @@ def failure_label(system: str, schedule: Schedule) -> str:
     return f"{schedule.action} {schedule.target}"
 
 
-def inject(system: str, schedule: Schedule, sandbox, worker: Supervised) -> Callable[[], None]:
+def inject(system: str, schedule: Schedule, sandbox, worker: Supervised, service: str | None = None) -> Callable[[], None]:
     """Break the target now; return what brings it back. A Spark target means the
     baseline's one process when the baseline runs; ``driver`` the job's process;
-    ``spark-worker`` the worker that runs most of the job's executors at that moment."""
+    ``spark-worker`` the worker that runs most of the job's executors at that moment
+    (``service`` when the caller has already chosen it)."""
     if _own_process(system, schedule):
         if schedule.action == "kill":
             worker.kill()
             return worker.restart
         worker.pause()
         return worker.resume
-    service = busiest_worker(sandbox.settings) if schedule.target == "spark-worker" else schedule.target
+    service = service or (busiest_worker(sandbox.settings) if schedule.target == "spark-worker" else schedule.target)
     if service != schedule.target:
         say(f"  the busiest worker is {service}")
     if schedule.action == "kill":
@@ -779,7 +796,7 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
         "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
                         "failures_s": [f.failure_s for f in reports[s].failures],
                         "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],
-                        "executors": executors_around(runs[s])} for s in systems},
+                        "executors": executors_around(runs[s]), "hit_cores": runs[s].hit_cores} for s in systems},
         "files": {k: str(v) for k, v in files.items()},
     }  # fmt: skip
     files["summary"].write_text(json.dumps(summary, indent=2, default=str))

@@ -189,3 +189,16 @@ def test_a_load_is_a_fraction_of_the_job_s_capacity_so_the_job_must_run_first(rb
     with pytest.raises(SystemExit):
         rb.main(["--load", "1.5"])
     assert "--load is a fraction of the job's capacity: between 0 and 1" in capsys.readouterr().err
+
+
+def test_the_busiest_worker_is_the_one_with_the_most_executor_cores_ties_to_the_lowest_number(rb):
+    class Endpoints:
+        spark_worker_uis = ["http://127.0.0.1:18081", "http://127.0.0.1:18082"]
+
+    class Settings:
+        def endpoints(self):
+            return Endpoints()
+
+    assert rb.busiest_worker(Settings(), {"spark-worker-1": 0, "spark-worker-2": 1}) == "spark-worker-2"
+    assert rb.busiest_worker(Settings(), {"spark-worker-1": 1, "spark-worker-2": 1}) == "spark-worker-1"
+    assert rb.busiest_worker(Settings(), {"spark-worker-2": 0}) == "spark-worker-2"  # worker 1 is down
