@@ -58,6 +58,8 @@ def main() -> int:
     parser.add_argument("--port-offset", type=int, default=35000)
     args = parser.parse_args()
 
+    # up's one-time class-data warm-up (sandbox/cds.py) is not part of what these rows time
+    os.environ["OSL_CDS"] = "0"
     warm_settings = Settings.from_env(backend="local")
     print("filling the warm cache first (no-op when it is full) ...", flush=True)
     warm_minio = artifacts.minio_binary(warm_settings)

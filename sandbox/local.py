@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from sandbox import artifacts, health, local_services
+from sandbox import artifacts, cds, health, local_services
 from sandbox.artifacts import Progress, say
 from sandbox.backend import ServiceState, ServiceStatus, log_tail
 from sandbox.errors import (
@@ -84,6 +84,7 @@ class LocalBackend:
         for name in self.services():
             self._wait_healthy(self._spec(name))
         self._progress(f"[sandbox] all services healthy ({time.monotonic() - started:.1f}s)")
+        cds.ensure(self.settings, progress=self._progress)  # once per machine and classpath
 
     def down(self) -> None:
         for name in reversed(self.services()):

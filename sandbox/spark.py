@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sandbox import artifacts
+from sandbox import artifacts, cds
 from sandbox.artifacts import Progress, say
 from sandbox.settings import Settings
 
@@ -27,6 +27,7 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     jars = artifacts.spark_job_jars(settings, progress=progress)
     e = settings.endpoints()
     classpath = os.pathsep.join(str(j) for j in jars)
+    driver_cds, executor_cds = cds.java_options(settings)
     return {
         "spark.master": e.spark_master,
         "spark.driver.extraClassPath": classpath,
@@ -34,7 +35,9 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # executors connect back to the driver: on this machine at host, in compose by name
         "spark.driver.host": settings.driver_host or settings.host,
         "spark.driver.bindAddress": "0.0.0.0" if settings.driver_host else settings.host,
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)} {driver_cds}".strip(),
+        # class-data sharing (sandbox/cds.py): the JVMs map their classes instead of loading them
+        **({"spark.executor.extraJavaOptions": executor_cds} if executor_cds else {}),
         "spark.ui.port": str(4040 + settings.ports.kafka - 9092),
         "spark.executor.memory": "1g",
         "spark.executor.cores": "1",
@@ -163,7 +166,11 @@ def _check_same_conf(running, wanted: dict[str, str]) -> None:
 
     def same(key: str, have: str | None, want: str) -> bool:
         # Spark adds its own JVM flags (--add-opens ...) to the extraJavaOptions it was given
-        return have == want or (key.endswith("extraJavaOptions") and have is not None and want in have)
+        # the class-data archive may appear between two calls; it changes start-up time only
+        if key.endswith("extraJavaOptions"):
+            have, want = cds.without_archive(have or ""), cds.without_archive(want)
+            return want in have
+        return have == want
 
     differ = [(key, running.get(key, None), value) for key, value in wanted.items() if not same(key, running.get(key, None), value)]
     if differ:

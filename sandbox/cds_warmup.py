@@ -1,0 +1,111 @@
+"""The warm-up whose JVMs ``sandbox.cds`` archives: run by :func:`sandbox.cds.ensure` in a
+process of its own (``python -m sandbox.cds_warmup``), since its JVMs are started with
+``-XX:+RecordDynamicDumpInfo`` and a process has one Spark driver."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from sandbox.cds import archives, java_home
+from sandbox.health import s3_client
+from sandbox.settings import Settings
+from sandbox.spark import spark_conf, spark_session
+
+
+def _dump(pid: int, target: Path, jcmd: Path) -> None:
+    """Ask JVM ``pid`` (started with -XX:+RecordDynamicDumpInfo) to write its archive to
+    ``target``; written under a temporary name first, so a reader never sees half a file."""
+    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:6]}")
+    done = subprocess.run([str(jcmd), str(pid), "VM.cds", "dynamic_dump", str(partial)], capture_output=True,
+                          text=True, timeout=180)
+    if done.returncode != 0 or not partial.exists():
+        raise RuntimeError(f"jcmd {pid} VM.cds dynamic_dump: {done.stdout[-500:]} {done.stderr[-500:]}")
+    partial.replace(target)
+
+
+def _executor_pid(app_id: str) -> int:
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if any("CoarseGrainedExecutorBackend" in part for part in cmdline) and app_id in cmdline:
+            return proc.pid
+    raise RuntimeError(f"no executor process of {app_id} on this machine")
+
+
+def _workload(spark, settings: Settings) -> None:
+    """What the job does to its JVMs, small: a Kafka source, applyInPandasWithState on
+    RocksDB, a Parquet file sink on s3a://, two micro-batches, and a read back."""
+    import pandas as pd
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    bootstrap = settings.endpoints().kafka_bootstrap
+    topic = f"_cds-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(2000):
+        producer.produce(topic, f'{{"n":{i}}}'.encode(), key=f"k{i % 20}".encode())
+    producer.flush(30)
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+                   "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+
+    def count(key, frames, state):
+        total = state.get[0] if state.exists else 0
+        for frame in frames:
+            total += len(frame)
+        state.update((total,))
+        yield pd.DataFrame({"k": [key[0]], "n": [total]})
+
+    path = f"s3a://{settings.bucket}/_cds/{topic}"
+    checkpoint = settings.state_dir / "checkpoints" / "_cds" / topic
+    try:
+        source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", 1000).load())
+        out = (source.selectExpr("CAST(key AS STRING) AS k", "get_json_object(CAST(value AS STRING), '$.n') AS n")
+               .groupBy("k").applyInPandasWithState(count, "k string, n long", "n long", "append",
+                                                    GroupStateTimeout.NoTimeout))
+        query = (out.writeStream.format("parquet").option("path", path).option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        if not query.awaitTermination(240):
+            query.stop()
+            raise RuntimeError("the warm-up query did not finish within 240 s")
+        if query.exception():
+            raise RuntimeError(f"the warm-up query failed: {query.exception()}")
+        spark.read.parquet(path).count()
+    finally:
+        admin.delete_topics([topic])[topic].result(30)
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        client = s3_client(settings)
+        for listed in client.list_objects_v2(Bucket=settings.bucket, Prefix=f"_cds/{topic}").get("Contents", []):
+            client.delete_object(Bucket=settings.bucket, Key=listed["Key"])
+
+
+def main() -> int:
+    settings = Settings.from_env()
+    found = archives(settings)
+    jcmd = (java_home(settings) or Path("/")) / "bin" / "jcmd"
+    record = "-XX:+RecordDynamicDumpInfo"  # what lets jcmd dump a running JVM's classes
+    driver = f"{spark_conf(settings)['spark.driver.extraJavaOptions']} {record}"
+    spark = spark_session(settings, "sandbox-cds-warmup",
+                          extra={"spark.executor.extraJavaOptions": record, "spark.driver.extraJavaOptions": driver})
+    try:
+        _workload(spark, settings)
+        found.driver.parent.mkdir(parents=True, exist_ok=True)
+        _dump(_executor_pid(spark.sparkContext.applicationId), found.executor, jcmd)
+        _dump(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), found.driver, jcmd)  # noqa: SLF001
+    finally:
+        spark.stop()
+    print(f"archives written: {found.driver}, {found.executor}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Class-data sharing (sandbox/cds.py): the archives exist after ``up`` and a new application's
+JVMs really map them; where they cannot apply, nothing is passed."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sandbox import cds
+from sandbox.errors import SandboxError
+from sandbox.spark import _check_same_conf, spark_conf
+
+
+def test_compose_and_the_off_switch_get_no_archive(tmp_path, monkeypatch):
+    from sandbox import Settings
+
+    local = Settings(state_dir=tmp_path, cache_dir=tmp_path, backend="local")
+    assert cds.enabled(local)
+    assert not cds.enabled(dataclasses.replace(local, backend="compose"))
+    assert not cds.enabled(dataclasses.replace(local, driver_host="jupyter"))
+    assert cds.java_options(dataclasses.replace(local, backend="compose")) == ("", "")
+    monkeypatch.setenv("OSL_CDS", "0")
+    assert not cds.enabled(local)
+
+
+def test_sessions_that_differ_only_in_the_archive_are_alike():
+    flag = "-XX:SharedArchiveFile=/c/driver.jsa -Xshare:auto"
+    log = "-Dlog4j2.configurationFile=file:/s/driver-log4j2.properties"
+    assert cds.without_archive(f"{log} {flag}") == log
+    # a session started before the archive existed is reused by a call that now names it
+    _check_same_conf({"spark.driver.extraJavaOptions": f"{log} --add-opens=x"},
+                     {"spark.driver.extraJavaOptions": f"{log} {flag}"})
+    with pytest.raises(SandboxError, match="extraJavaOptions"):
+        _check_same_conf({"spark.driver.extraJavaOptions": f"{log} {flag}"},
+                         {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:/other {flag}"})
+
+
+def _maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.integration
+def test_a_new_application_maps_both_archives(sandbox, spark):
+    """The archive is recorded by ``up`` (the ``sandbox`` fixture), and the shared session's
+    driver and executors were started with it: each JVM has the file mapped in memory (a
+    classpath mismatch would make the JVM drop it with a warning, and this fails)."""
+    settings = sandbox.settings
+    found = cds.archives(settings)
+    assert found.exist(), f"no class-data archive in {found.driver.parent} after up (see logs/cds-warmup.log)"
+    conf = spark_conf(settings)
+    assert str(found.executor) in conf["spark.executor.extraJavaOptions"]
+    driver_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # noqa: SLF001
+    assert str(found.driver) in _maps(driver_pid), f"the driver JVM {driver_pid} did not map {found.driver}"
+    app = spark.sparkContext.applicationId
+    spark.range(4).repartition(2).count()  # executors are up
+    executors = [p.pid for p in psutil.process_iter(["cmdline"])
+                 if any("CoarseGrainedExecutorBackend" in c for c in p.info["cmdline"] or []) and app in p.info["cmdline"]]
+    assert executors, f"no executor process of {app}"
+    for pid in executors:
+        assert str(found.executor) in _maps(pid), f"executor JVM {pid} of {app} did not map {found.executor}"
+
+
+def test_without_jcmd_up_says_so_and_goes_on(tmp_path):
+    from sandbox import Settings
+
+    (tmp_path / "jre" / "bin").mkdir(parents=True)
+    said: list[str] = []
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", java_home=tmp_path / "jre")
+    assert cds.ensure(settings, progress=said.append) is False
+    assert said and "no jcmd in" in said[0] and "openjdk-17-jdk-headless" in said[0], said
