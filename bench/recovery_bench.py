@@ -625,16 +625,16 @@ def failure_label(system: str, schedule: Schedule) -> str:
 
 def inject(system: str, schedule: Schedule, sandbox, worker: Supervised, service: str | None = None) -> Callable[[], None]:
     """Break the target now; return what brings it back. A Spark target means the
-    baseline's one process when the baseline runs; ``driver`` the job's process;
-    ``spark-worker`` the worker that runs most of the job's executors at that moment
-    (``service`` when the caller has already chosen it)."""
+    baseline's one process when the baseline runs; ``driver`` the job's process; a sandbox
+    service otherwise: ``service`` when the caller has chosen one (for ``spark-worker``, the
+    worker :func:`busiest_worker` names), else the schedule's target."""
     if _own_process(system, schedule):
         if schedule.action == "kill":
             worker.kill()
             return worker.restart
         worker.pause()
         return worker.resume
-    service = service or (busiest_worker(sandbox.settings) if schedule.target == "spark-worker" else schedule.target)
+    service = service or schedule.target
     if service != schedule.target:
         say(f"  the busiest worker is {service}")
     if schedule.action == "kill":
@@ -724,11 +724,16 @@ def fmt_s(value: float | None) -> str:
     return "never" if value is None else f"{value:.0f}s"
 
 
+def job_capacity(runs: dict[str, SystemRun]) -> dict | None:
+    """The job's capacity measurement of this run, if the job ran."""
+    return runs["job"].capacity if "job" in runs else None
+
+
 def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: dict[str, SystemRun]) -> None:
     print(f"\nrecovery benchmark: {schedule.failures} failures every {schedule.interval_s:.0f}s (back after "
           f"{schedule.down_s:.0f}s), {schedule.rate:.0f} msg/s, warm-up {schedule.warmup_s:.0f}s: "
           + "; ".join(f"{system}: {failure_label(system, schedule)}" for system in reports))  # fmt: skip
-    if (capacity := runs["job"].capacity if "job" in runs else None) is not None:
+    if (capacity := job_capacity(runs)) is not None:
         print(f"  the job's capacity: {capacity['capacity']:,.0f} records/s; input {schedule.rate / capacity['capacity']:.0%} of it")
     print(f"  {'':<10}{'failure':>8}{'at':>6}{'thr impact':>11}{'thr recov':>10}{'p90 impact':>11}{'p90 recov':>10}{'lag peak':>10}")
     for system, report in reports.items():
@@ -792,7 +797,7 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
         files["recovery_plot"] = png
     summary = {
         "run": run_id, "schedule": asdict(schedule), "trigger": trigger, "seed": seed, "cores": os.cpu_count(),
-        "capacity": runs["job"].capacity if "job" in runs else None,
+        "capacity": job_capacity(runs),
         "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
                         "failures_s": [f.failure_s for f in reports[s].failures],
                         "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],

@@ -172,6 +172,11 @@ class Sessions:
         return output_frames(self.changes, self.quarantine, self.statuses)
 
 
+def _with_records(ends: Mapping[Partition, int] | None) -> dict[Partition, int]:
+    """The partitions the run must read up to: those whose end offset is past 0."""
+    return {tp: end for tp, end in (ends or {}).items() if end > 0}
+
+
 def run_baseline(
     config: BaselineConfig,
     *,
@@ -192,7 +197,7 @@ def run_baseline(
     sessions = Sessions(policy=config.policy, window=config.window)
     reader = _Reader(config)
     ends = config.end_offsets
-    targets = {tp: end for tp, end in (ends or {}).items() if end > 0}
+    targets = _with_records(ends)
     started = last_record = time.monotonic()
     count = 0
     stopped: StopReason = "idle"  # each way out of the loop sets it
@@ -201,7 +206,7 @@ def run_baseline(
         reader.subscribe()
         while True:
             if ends is None and end_offsets_later is not None and (ends := end_offsets_later()) is not None:
-                targets = {tp: end for tp, end in ends.items() if end > 0}
+                targets = _with_records(ends)
             reason = _stop_reason(config, reader, targets if ends is not None else None, started, last_record)
             if reason is not None:
                 stopped = reason
