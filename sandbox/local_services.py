@@ -189,6 +189,8 @@ def _prepare_kafka(settings: Settings, layout: Layout, arts: dict[str, object], 
                 "inter.broker.listener.name=PLAINTEXT",
                 "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
                 f"log.dirs={logs}",
+                # after a kill every partition is recovered; one thread per core, not one in all
+                f"num.recovery.threads.per.data.dir={max(1, min(4, os.cpu_count() or 1))}",
                 f"num.partitions={s.kafka_partitions}",
                 "offsets.topic.replication.factor=1",
                 "offsets.topic.num.partitions=3",
