@@ -5,7 +5,7 @@ Reports, in one run:
     with --include-minio-build, otherwise copied from the warm cache and said so), then
     ``up`` until every service is healthy;
   * warm: the same, with the cache filled and a fresh state directory (storage formatted);
-  * restart: ``down`` then ``up`` again on existing data;
+  * restart: ``down`` then ``up`` again on existing data, and a killed broker started again;
 and the resident memory of each service once healthy.
 
     .venv/bin/python bench/startup.py [--include-minio-build] [--port-offset 35000]
@@ -98,6 +98,12 @@ def main() -> int:
         warm.down()
         restart_s = _timed_up(warm)
         rows.append(("warm cache, existing state: down + up -> healthy", f"{restart_s:7.1f} s"))
+        # the drills' broker kill: SIGKILL, then start again until healthy (the controller's
+        # broker session, sandbox.local_services.KAFKA_SESSION_TIMEOUT_MS, is most of it)
+        warm.kill("kafka")
+        started = time.monotonic()
+        warm.restart("kafka")
+        rows.append(("warm: Kafka SIGKILLed -> restarted and healthy", f"{time.monotonic() - started:7.1f} s"))
         rows.append(("warm vs cold (up + fetch)", f"{(jars_s + up_s) / warm_s:7.1f} x slower cold"))
         for name, mib in rss.items():
             rows.append((f"RSS {name}", f"{mib:7.0f} MiB"))

@@ -173,6 +173,10 @@ def prepare(settings: Settings, layout: Layout, name: str, arts: dict[str, objec
         (layout.data_dir(name) / "tmp").mkdir(exist_ok=True)
 
 
+#: the controller's broker session (``broker.session.timeout.ms``); heartbeats every quarter of it
+KAFKA_SESSION_TIMEOUT_MS = 4000
+
+
 def _prepare_kafka(settings: Settings, layout: Layout, arts: dict[str, object], *, progress: Progress) -> None:
     s, p = settings, settings.ports
     logs = layout.data_dir("kafka") / "logs"
@@ -191,6 +195,10 @@ def _prepare_kafka(settings: Settings, layout: Layout, arts: dict[str, object], 
                 f"log.dirs={logs}",
                 # after a kill every partition is recovered; one thread per core, not one in all
                 f"num.recovery.threads.per.data.dir={max(1, min(4, os.cpu_count() or 1))}",
+                # a restarted single-node broker cannot register again until the controller
+                # ends its previous session (default 9 s, KAFKA-19130); keep that short here
+                f"broker.session.timeout.ms={KAFKA_SESSION_TIMEOUT_MS}",
+                f"broker.heartbeat.interval.ms={KAFKA_SESSION_TIMEOUT_MS // 4}",
                 f"num.partitions={s.kafka_partitions}",
                 "offsets.topic.replication.factor=1",
                 "offsets.topic.num.partitions=3",

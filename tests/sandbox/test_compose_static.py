@@ -89,6 +89,25 @@ def test_compose_master_recovers_its_applications_like_the_local_one():
     assert _compose()["services"]["spark-master"]["environment"]["SPARK_MASTER_OPTS"] == spark_master_opts("/tmp/spark-recovery")
 
 
+def test_compose_kafka_ends_a_killed_broker_s_session_like_the_local_one(tmp_path):
+    from sandbox import local_services
+
+    env = _compose()["services"]["kafka"]["environment"]
+    session_ms = local_services.KAFKA_SESSION_TIMEOUT_MS
+    assert int(env["KAFKA_BROKER_SESSION_TIMEOUT_MS"]) == session_ms
+    # Kafka wants a heartbeat at least twice per session (KAFKA-19432)
+    assert 2 * int(env["KAFKA_BROKER_HEARTBEAT_INTERVAL_MS"]) <= session_ms
+    assert session_ms < 9000, "shorter than Kafka's default, or a killed broker waits 9 s to register again"
+    # the local broker's properties say the same (storage marked formatted: no jars needed)
+    layout = local_services.Layout(tmp_path / "state")
+    (layout.data_dir("kafka") / "logs").mkdir(parents=True)
+    (layout.data_dir("kafka") / "logs" / "meta.properties").write_text("")
+    local_services.prepare(make_settings(tmp_path), layout, "kafka", {}, progress=lambda _line: None)
+    props = dict(line.split("=", 1) for line in (layout.config_dir / "kafka.properties").read_text().splitlines() if line)
+    assert int(props["broker.session.timeout.ms"]) == session_ms
+    assert 2 * int(props["broker.heartbeat.interval.ms"]) <= session_ms
+
+
 def test_memory_limits_fit_a_16_gb_laptop():
     def mib(text: str) -> float:
         number, unit = float(str(text)[:-1]), str(text)[-1].lower()
