@@ -59,8 +59,7 @@ def main() -> int:
     args = parser.parse_args()
 
     # up's one-time class-data warm-up (sandbox/cds.py) is not part of what these rows time
-    os.environ["OSL_CDS"] = "0"
-    warm_settings = Settings.from_env(backend="local")
+    warm_settings = Settings.from_env(backend="local", cds=False)
     print("filling the warm cache first (no-op when it is full) ...", flush=True)
     warm_minio = artifacts.minio_binary(warm_settings)
     artifacts.fetch_all(warm_settings)

@@ -41,12 +41,19 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def java_executable(java_home: Path | None = None) -> Path:
-    """A Java >= 17 launcher from ``java_home`` (``Settings.java_home``, read from JAVA_HOME
-    at the edge) or PATH, or a ToolMissingError that says how to get one."""
-    fix = "install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+def java_candidate(java_home: Path | None = None) -> Path | None:
+    """The ``java`` launcher ``java_home`` (``Settings.java_home``, read from JAVA_HOME at the
+    edge) or PATH names, unchecked; None when there is none."""
     candidate = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
-    if not candidate or not Path(candidate).exists():
+    return Path(candidate) if candidate and Path(candidate).exists() else None
+
+
+def java_executable(java_home: Path | None = None) -> Path:
+    """A Java >= 17 launcher from :func:`java_candidate`, or a ToolMissingError that says how
+    to get one."""
+    fix = "install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+    candidate = java_candidate(java_home)
+    if not candidate:
         raise ToolMissingError("Java", f"{versions.JAVA_MIN}+", fix)
     out = subprocess.run([str(candidate), "-version"], capture_output=True, text=True).stderr
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out)

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.artifacts import Progress, say
+from sandbox.artifacts import Progress, java_candidate, say
 from sandbox.settings import Settings
 
 #: Bumped when the workload changes what the archives should hold.
@@ -50,10 +49,9 @@ class Archives:
 
 
 def java_home(settings: Settings) -> Path | None:
-    if settings.java_home:
-        return Path(settings.java_home).resolve()
-    java = shutil.which("java")
-    return Path(java).resolve().parent.parent if java else None
+    """The JDK the sandbox's ``java`` belongs to (symlinks resolved: ``jcmd`` sits beside it)."""
+    java = java_candidate(settings.java_home)
+    return java.resolve().parent.parent if java else None
 
 
 def archives(settings: Settings) -> Archives:
@@ -78,9 +76,18 @@ def archives(settings: Settings) -> Archives:
     return Archives(driver=folder / "driver.jsa", executor=folder / "executor.jsa")
 
 
+def executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs of application ``app_id`` running on this machine."""
+    import psutil
+
+    return [proc.pid for proc in psutil.process_iter(["cmdline"])
+            if any("CoarseGrainedExecutorBackend" in part for part in proc.info["cmdline"] or [])
+            and app_id in (proc.info["cmdline"] or [])]  # fmt: skip
+
+
 def enabled(settings: Settings) -> bool:
     """Archives are for the local backend, whose executors read this machine's cache."""
-    return settings.backend == "local" and not settings.driver_host and os.environ.get("OSL_CDS", "1") != "0"
+    return settings.backend == "local" and not settings.driver_host and settings.cds
 
 
 def java_options(settings: Settings) -> tuple[str, str]:
@@ -112,7 +119,7 @@ def ensure(settings: Settings, *, progress: Progress = say, timeout_s: float = 3
     found = archives(settings)
     if found.exist():
         return True
-    progress("[sandbox] warming Spark once to record a class-data archive (about 40 s; later applications "
+    progress("[sandbox] warming Spark once to record a class-data archive (about 60 s; later applications "
              "start several seconds faster)")
     started = time.monotonic()
     log = settings.state_dir / "logs" / "cds-warmup.log"

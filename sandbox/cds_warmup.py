@@ -10,7 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from sandbox.cds import archives, java_home
+from sandbox.cds import archives, executor_pids, java_home
 from sandbox.health import s3_client
 from sandbox.settings import Settings
 from sandbox.spark import spark_conf, spark_session
@@ -25,16 +25,6 @@ def _dump(pid: int, target: Path, jcmd: Path) -> None:
     if done.returncode != 0 or not partial.exists():
         raise RuntimeError(f"jcmd {pid} VM.cds dynamic_dump: {done.stdout[-500:]} {done.stderr[-500:]}")
     partial.replace(target)
-
-
-def _executor_pid(app_id: str) -> int:
-    import psutil
-
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info["cmdline"] or []
-        if any("CoarseGrainedExecutorBackend" in part for part in cmdline) and app_id in cmdline:
-            return proc.pid
-    raise RuntimeError(f"no executor process of {app_id} on this machine")
 
 
 def _workload(spark, settings: Settings) -> None:
@@ -99,7 +89,11 @@ def main() -> int:
     try:
         _workload(spark, settings)
         found.driver.parent.mkdir(parents=True, exist_ok=True)
-        _dump(_executor_pid(spark.sparkContext.applicationId), found.executor, jcmd)
+        app = spark.sparkContext.applicationId
+        pids = executor_pids(app)
+        if not pids:
+            raise RuntimeError(f"no executor process of {app} on this machine")
+        _dump(pids[0], found.executor, jcmd)
         _dump(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), found.driver, jcmd)  # noqa: SLF001
     finally:
         spark.stop()

@@ -103,6 +103,9 @@ class Settings:
     #: An extra CA bundle image builds trust (a TLS-inspecting proxy's CA), passed as a build
     #: secret; from ``OSL_BUILD_CA_BUNDLE``, else ``SSL_CERT_FILE`` when that file exists.
     build_ca_bundle: Path | None = None
+    #: Start Spark's JVMs from class-data archives (:mod:`sandbox.cds`, local backend only);
+    #: ``OSL_CDS=0`` turns them off.
+    cds: bool = True
     start_timeout_s: float = 120.0
 
     @classmethod
@@ -118,7 +121,8 @@ class Settings:
         compose network also ``OSL_KAFKA_BOOTSTRAP``, ``OSL_S3_ENDPOINT``, ``OSL_SPARK_MASTER``,
         ``OSL_CHECKPOINT_ROOT``, ``OSL_S3_ACCESS_KEY``, ``OSL_S3_SECRET_KEY``, ``OSL_BUCKET``,
         ``OSL_SPARK_MASTER_UI_INTERNAL``, ``OSL_ATTACHED`` and ``SPARK_LOCAL_HOSTNAME`` (the
-        driver's address for executors); for image builds ``OSL_BUILD_CA_BUNDLE``.
+        driver's address for executors); for image builds ``OSL_BUILD_CA_BUNDLE``; ``OSL_CDS=0``
+        starts Spark without class-data archives.
         """
         env = os.environ if environ is None else environ
         offset_text = env.get("OSL_PORT_OFFSET", "0")
@@ -144,6 +148,7 @@ class Settings:
             "spark_master_ui_internal": env.get("OSL_SPARK_MASTER_UI_INTERNAL") or None,
             "attached": env.get("OSL_ATTACHED", "").lower() in ("1", "true", "yes"),
             "build_ca_bundle": _build_ca_bundle(env),
+            "cds": env.get("OSL_CDS", "1") != "0",
         }
         for key, name in (("s3_access_key", "OSL_S3_ACCESS_KEY"), ("s3_secret_key", "OSL_S3_SECRET_KEY"), ("bucket", "OSL_BUCKET")):
             if env.get(name):

@@ -348,6 +348,7 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False) -
     """
     # read by a new checkpoint only; an existing one keeps its own (state_partitions_warning)
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
+    # (sandbox/cds_warmup.py mirrors this provider and operator; change both, and bump sandbox.cds._FORMAT)
     spark.conf.set(
         "spark.sql.streaming.stateStore.providerClass",
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",

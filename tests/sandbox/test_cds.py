@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import psutil
 import pytest
 
 from sandbox import cds
@@ -14,7 +13,7 @@ from sandbox.errors import SandboxError
 from sandbox.spark import _check_same_conf, spark_conf
 
 
-def test_compose_and_the_off_switch_get_no_archive(tmp_path, monkeypatch):
+def test_compose_and_the_off_switch_get_no_archive(tmp_path):
     from sandbox import Settings
 
     local = Settings(state_dir=tmp_path, cache_dir=tmp_path, backend="local")
@@ -22,8 +21,9 @@ def test_compose_and_the_off_switch_get_no_archive(tmp_path, monkeypatch):
     assert not cds.enabled(dataclasses.replace(local, backend="compose"))
     assert not cds.enabled(dataclasses.replace(local, driver_host="jupyter"))
     assert cds.java_options(dataclasses.replace(local, backend="compose")) == ("", "")
-    monkeypatch.setenv("OSL_CDS", "0")
-    assert not cds.enabled(local)
+    assert not cds.enabled(dataclasses.replace(local, cds=False))
+    assert Settings.from_env({"OSL_STATE_DIR": str(tmp_path)}).cds
+    assert not cds.enabled(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), "OSL_CDS": "0"}))
 
 
 def test_sessions_that_differ_only_in_the_archive_are_alike():
@@ -59,8 +59,7 @@ def test_a_new_application_maps_both_archives(sandbox, spark):
     assert str(found.driver) in _maps(driver_pid), f"the driver JVM {driver_pid} did not map {found.driver}"
     app = spark.sparkContext.applicationId
     spark.range(4).repartition(2).count()  # executors are up
-    executors = [p.pid for p in psutil.process_iter(["cmdline"])
-                 if any("CoarseGrainedExecutorBackend" in c for c in p.info["cmdline"] or []) and app in p.info["cmdline"]]
+    executors = cds.executor_pids(app)
     assert executors, f"no executor process of {app}"
     for pid in executors:
         assert str(found.executor) in _maps(pid), f"executor JVM {pid} of {app} did not map {found.executor}"
