@@ -36,3 +36,16 @@ def test_records_without_output_are_counted_but_not_measured(job_bench):
     assert (lat.records, lat.measured, lat.values_ms) == (2, 1, [40.0])
     with pytest.raises(RuntimeError, match="no record of the ledger has a visible output"):
         job_bench.latencies("job", ledger, visible.iloc[0:0])
+
+
+def test_the_steady_p99_leaves_out_the_records_of_the_query_s_first_seconds(job_bench):
+    # 1,000 records a second for 40 s: the first 20 s wait 3 s each (a new query's slow batches), the rest 1 s
+    ts = [i for i in range(0, 40_000, 40)]
+    ledger = pd.DataFrame({"topic": "t", "partition": 0, "offset": range(len(ts)), "ts": ts})
+    waits = [3000 if t < job_bench.STEADY_AFTER_S * 1000 else 1000 for t in ts]
+    visible = pd.DataFrame({"topic": "t", "partition": 0, "offset": range(len(ts)), "visible_ms": [t + w for t, w in zip(ts, waits)]})
+    lat = job_bench.latencies("job", ledger, visible)
+    assert lat.p99_ms == 3000.0 and lat.p99_steady_ms == 1000.0
+    # no record after the warm-up: no steady figure rather than a made-up one
+    early = job_bench.latencies("job", ledger.iloc[:10], visible.iloc[:10])
+    assert early.p99_steady_ms is None
