@@ -35,7 +35,7 @@ from sandbox.artifacts import Progress, java_candidate, say
 from sandbox.settings import Settings
 
 #: Bumped when the workload changes what the archives should hold.
-_FORMAT = 1
+_FORMAT = 2
 _FLAG = "-XX:SharedArchiveFile="
 
 
@@ -54,12 +54,23 @@ def java_home(settings: Settings) -> Path | None:
     return java.resolve().parent.parent if java else None
 
 
-def archives(settings: Settings) -> Archives:
-    """Where this machine's archives for the current JDK, Spark and job jars live (they may
-    not exist yet). The key changes with any of those, so a stale archive is never named."""
+def classpath_jars(settings: Settings) -> list[Path]:
+    """The jars a Spark JVM here loads classes from: pyspark's own and the job's."""
     import pyspark
 
     from sandbox.artifacts import spark_job_jars
+
+    own = sorted((Path(pyspark.__file__).resolve().parent / "jars").glob("*.jar"))
+    return own + sorted(Path(j) for j in spark_job_jars(settings, progress=lambda _line: None))
+
+
+def archives(settings: Settings) -> Archives:
+    """Where this machine's archives for the current JDK, Spark and job jars live (they may
+    not exist yet). The key changes with any of those, so a stale archive is never named:
+    the JVM refuses an archive when a jar on its classpath changed size or modification time
+    ("The top archive failed to load"), as when a virtualenv is made again at the same path,
+    so each jar's size and mtime are part of the key, not only its path."""
+    import pyspark
 
     home = java_home(settings)
     java = home / "bin" / "java" if home else None
@@ -68,8 +79,7 @@ def archives(settings: Settings) -> Archives:
         str(java),
         str(java.stat().st_mtime_ns) if java and java.exists() else "-",
         pyspark.__version__,
-        str(Path(pyspark.__file__).resolve().parent),
-        *sorted(str(j) for j in spark_job_jars(settings, progress=lambda _line: None)),
+        *(f"{jar} {st.st_size} {st.st_mtime_ns}" for jar in classpath_jars(settings) for st in [jar.stat()]),
     ]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     folder = settings.cache_dir / "cds" / key

@@ -26,6 +26,23 @@ def test_compose_and_the_off_switch_get_no_archive(tmp_path):
     assert not cds.enabled(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), "OSL_CDS": "0"}))
 
 
+def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path, monkeypatch):
+    """The JVM refuses an archive once a classpath jar's size or mtime changed (a virtualenv
+    made again at the same path, as every CI clone does): such an archive must not be named."""
+    import os
+
+    from sandbox import Settings
+
+    jar = tmp_path / "spark-core.jar"
+    jar.write_bytes(b"classes")
+    monkeypatch.setattr(cds, "classpath_jars", lambda _settings: [jar])
+    settings = Settings(state_dir=tmp_path, cache_dir=tmp_path, backend="local")
+    first = cds.archives(settings)
+    assert cds.archives(settings) == first, "the same jars must name the same archive"
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert cds.archives(settings) != first, "a jar written again must name a new archive"
+
+
 def test_sessions_that_differ_only_in_the_archive_are_alike():
     flag = "-XX:SharedArchiveFile=/c/driver.jsa -Xshare:auto"
     log = "-Dlog4j2.configurationFile=file:/s/driver-log4j2.properties"
