@@ -8,8 +8,10 @@ paused one resumed. Producers run at ``--rate`` msg/s throughout (no data faults
 seed). Per second it records, for each system:
 
   input_rate       records produced that second (the ledger's event time ``ts``)
-  processed_rate   records the system committed that second (the job: query progress,
-                   at batch start + trigger duration; the baseline: its micro-batches)
+  processed_rate   records the system processed that second (the job: each micro-batch's
+                   input rows from query progress, spread over the seconds from its start
+                   to its commit, see spread_rows; the baseline: its micro-batches, at
+                   their commit)
   latency p50/p90  of the records produced that second: output visible - event time, as
                    bench/job_bench.py defines "visible" (the job: the ``_spark_metadata``
                    entry listing the file; the baseline: its batch kept in memory)
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -150,8 +153,7 @@ def per_second(run: SystemRun, duration_s: float, ledger: pd.DataFrame | None = 
     table["input_rate"] = pd.Series(sec(ledger["ts"])).value_counts().reindex(seconds, fill_value=0).to_numpy()
 
     batches = [e for e in run.events if "rows" in e]
-    processed = pd.Series([e["rows"] for e in batches], index=sec([e["ms"] for e in batches]) if batches else [])
-    table["processed_rate"] = processed.groupby(level=0).sum().reindex(seconds, fill_value=0).to_numpy()
+    table["processed_rate"] = spread_rows(batches, run.t0_ms, len(seconds))
 
     lat = record_latencies(ledger, run.visible)
     lat["t"] = sec(lat["ts"])
@@ -164,6 +166,36 @@ def per_second(run: SystemRun, duration_s: float, ledger: pd.DataFrame | None = 
     total = lag.groupby("t")["lag"].sum(min_count=1)
     table["lag"] = total.reindex(seconds).to_numpy()
     return table, lag
+
+
+def spread_rows(batches: list[dict], t0_ms: int, n: int) -> np.ndarray:
+    """Records processed per second over ``n`` seconds from ``t0_ms``: a batch that logged
+    when it started (``start_ms``, the job's micro-batches) counts its ``rows`` over the
+    seconds it ran, in proportion to the time it spent in each; one that did not (the
+    baseline's small batches) counts them in the second it committed (``ms``).
+
+    Counting a micro-batch only where it commits turns a steady input into a comb: a 2-s
+    batch puts 2 s of input into one second and none into the next, so even a 10-s average
+    swings by a batch's worth as batches fall on either side of its edge, and a recovery
+    detector reads the swing as instability. Spread over their run time, back-to-back batches
+    give the rate the job processed at, and a stalled batch (its executor lost) shows the
+    stall as a low rate for as long as it lasted.
+    """
+    out = np.zeros(n, dtype=float)
+    for e in batches:
+        end = (float(e["ms"]) - t0_ms) / 1000
+        start = (float(e["start_ms"]) - t0_ms) / 1000 if e.get("start_ms") is not None else end
+        rows = float(e["rows"])
+        if end - start <= 0:
+            i = math.floor(end)
+            if 0 <= i < n:
+                out[i] += rows
+            continue
+        for i in range(max(math.floor(start), 0), min(math.floor(end), n - 1) + 1):
+            overlap = min(end, i + 1) - max(start, i)
+            if overlap > 0:
+                out[i] += rows * overlap / (end - start)
+    return out
 
 
 def executors_around(run: SystemRun) -> list[dict]:
@@ -421,7 +453,8 @@ def job_worker(args) -> int:
                 continue
             seen.add(p["batchId"])
             started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
-            _append(events, {"ms": int(started + p["durationMs"].get("triggerExecution", 0)), "batch": p["batchId"],
+            _append(events, {"ms": int(started + p["durationMs"].get("triggerExecution", 0)), "start_ms": int(started),
+                             "batch": p["batchId"],
                              "rows": int(p["numInputRows"]), "offsets": reached(p),
                              "executors": pipeline.executor_count(queries[0])})  # fmt: skip
 

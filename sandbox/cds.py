@@ -56,11 +56,9 @@ def java_home(settings: Settings) -> Path | None:
 
 def classpath_jars(settings: Settings) -> list[Path]:
     """The jars a Spark JVM here loads classes from: pyspark's own and the job's."""
-    import pyspark
+    from sandbox.artifacts import spark_home, spark_job_jars
 
-    from sandbox.artifacts import spark_job_jars
-
-    own = sorted((Path(pyspark.__file__).resolve().parent / "jars").glob("*.jar"))
+    own = sorted((spark_home() / "jars").glob("*.jar"))
     return own + sorted(Path(j) for j in spark_job_jars(settings, progress=lambda _line: None))
 
 

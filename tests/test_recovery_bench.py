@@ -44,6 +44,31 @@ def test_per_second_counts_input_by_event_time_processed_by_commit_and_latency_b
     assert lag[["t", "high", "committed", "lag"]].values.tolist() == [[0, 1, 0, 1], [1, 3, 1, 2], [2, 3, 3, 0]]
 
 
+def test_a_batch_that_logged_its_start_counts_its_rows_over_the_seconds_it_ran(rb):
+    batches = [{"ms": T0 + 2500, "start_ms": T0 + 500, "rows": 200},   # 2 s long: 0.5 s in second 0, 1 s in 1, 0.5 s in 2
+               {"ms": T0 + 3200, "rows": 7}]                          # no start: counted where it committed
+    assert rb.spread_rows(batches, T0, 4).tolist() == [50, 100, 50, 7]
+    # a batch with no duration, and one running past the end, lose nothing inside the window
+    assert rb.spread_rows([{"ms": T0 + 1000, "start_ms": T0 + 1000, "rows": 3},
+                           {"ms": T0 + 4000, "start_ms": T0 + 2000, "rows": 10}], T0, 3).tolist() == [0, 3, 5]
+
+
+def test_spread_batches_of_a_steady_input_give_a_steady_rate_where_commit_seconds_give_a_comb(rb):
+    # 100 records/s processed by back-to-back batches of 1 s and 2.5 s: each holds the input of
+    # the one before, so the rate is always 100/s, but only some seconds see a commit
+    batches, t, rows = [], 0.0, 100.0
+    for i in range(40):
+        length = 1.0 if i % 2 == 0 else 2.5
+        batches.append({"ms": T0 + (t + length) * 1000, "start_ms": T0 + t * 1000, "rows": rows * length})
+        t += length
+    spread = rb.spread_rows(batches, T0, 60)
+    at_commit = rb.spread_rows([{k: v for k, v in b.items() if k != "start_ms"} for b in batches], T0, 60)
+    window = pd.Series(spread).rolling(10).mean().iloc[10:]
+    assert window.min() == pytest.approx(100) and window.max() == pytest.approx(100)
+    comb = pd.Series(at_commit).rolling(10).mean().iloc[10:]
+    assert comb.max() - comb.min() >= 20, "a 10-s average of commit seconds still swings by a batch"
+
+
 def test_a_restarted_baseline_loses_what_it_had_committed_so_its_lag_jumps_back(rb):
     run = make_run(
         rb, system="baseline",

@@ -252,11 +252,6 @@ def _hadoop(spark, path: str):
     return p.getFileSystem(spark._jsc.hadoopConfiguration()), p
 
 
-def _exists(spark, path: str) -> bool:
-    fs, p = _hadoop(spark, path)
-    return bool(fs.exists(p))
-
-
 def _write_text(spark, path: str, text: str) -> None:
     # one object PUT on S3 when the stream closes: readers see the old or the new pointer
     fs, p = _hadoop(spark, path)
@@ -297,7 +292,7 @@ def read_current(spark, lake_root: str, output: lake.Output):
 def switch(spark, lake_root: str, root: str, *, reason: str) -> str | None:
     """Point readers at ``root`` (a lake root holding ``out``); returns the previous one.
     Nothing is deleted: the previous output stays for comparison or a switch back."""
-    if not _exists(spark, lake.find_sink(spark, root)):
+    if not lake.path_exists(spark, lake.find_sink(spark, root)):
         raise BackfillError(f"switch target {root}", lake.SINK_DIR, "backfill or merge into it first")
     previous = current_path(spark, lake_root)
     record = {"root": root.rstrip("/"), "previous": previous, "reason": reason, "switched_at": _iso(_now_ms())}
@@ -315,7 +310,7 @@ def _now_ms() -> int:
 def _read_archive(spark, raw_path: str):
     from pyspark.errors import AnalysisException
 
-    if not _exists(spark, raw_path):
+    if not lake.path_exists(spark, raw_path):
         raise BackfillError(
             "archive", raw_path,
             "no raw archive there: run the job with the archive on (JobConfig.raw_archive, the default) "
@@ -447,7 +442,7 @@ def backfill(
     if not re.fullmatch(r"[A-Za-z0-9._+-]+", version):
         raise BackfillError(f"version {version!r}", "--version", "use letters, digits, '.', '_', '+' or '-'")
     root = version_root(lake_root, version)
-    if _exists(spark, root) and not overwrite:
+    if lake.path_exists(spark, root) and not overwrite:
         raise BackfillError(f"output version {version!r}", root, "it exists already: pick another --version or pass --overwrite")
 
     replay = _replay_frame(archive, span)
@@ -534,13 +529,13 @@ def merge(spark, *, lake_root: str, sources: Sequence[str], version: str, overwr
     if not sources:
         raise BackfillError("merge", lake_root, "give at least one source to merge")
     root = version_root(lake_root, version)
-    if _exists(spark, root) and not overwrite:
+    if lake.path_exists(spark, root) and not overwrite:
         raise BackfillError(f"output version {version!r}", root, "it exists already: pick another version or overwrite")
     columns = [name for name, _ in lake.UNION_COLUMNS]
     frames = []
     for rank, source in enumerate(sources):
         path = lake.find_sink(spark, source)
-        if not _exists(spark, path):
+        if not lake.path_exists(spark, path):
             raise BackfillError(f"merge source {source}", path, f"no {lake.SINK_DIR} there: check the version name")
         frames.append(spark.read.parquet(path).select(*columns).withColumn("_rank", F.lit(rank)))
     union = reduce(lambda a, b: a.unionByName(b), frames)
