@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-session bench-recovery book lock clean
+.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-jit bench-session bench-recovery book lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -52,6 +52,9 @@ bench: bootstrap
 
 bench-job: bootstrap
 	$(BIN)/python bench/job_bench.py $(BENCH_ARGS)
+
+bench-jit: bootstrap
+	$(BIN)/python bench/jit_bench.py $(BENCH_ARGS)
 
 bench-session: bootstrap
 	$(BIN)/python bench/session_bench.py

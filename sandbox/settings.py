@@ -106,6 +106,11 @@ class Settings:
     #: Start Spark's JVMs from class-data archives (:mod:`sandbox.cds`, local backend only);
     #: ``OSL_CDS=0`` turns them off.
     cds: bool = True
+    #: How Spark's application JVMs (driver and executors) compile Java: ``c1`` (the default)
+    #: stops at the quick C1 compiler, ``tiered`` is the JVM's own default (C1, then C2).
+    #: From ``OSL_SPARK_JIT``. On two cores C2's compiler threads take CPU from the work for
+    #: the whole life of a short application (README, Known limits: the figures).
+    spark_jit: str = "c1"
     start_timeout_s: float = 120.0
 
     @classmethod
@@ -122,7 +127,8 @@ class Settings:
         ``OSL_CHECKPOINT_ROOT``, ``OSL_S3_ACCESS_KEY``, ``OSL_S3_SECRET_KEY``, ``OSL_BUCKET``,
         ``OSL_SPARK_MASTER_UI_INTERNAL``, ``OSL_ATTACHED`` and ``SPARK_LOCAL_HOSTNAME`` (the
         driver's address for executors); for image builds ``OSL_BUILD_CA_BUNDLE``; ``OSL_CDS=0``
-        starts Spark without class-data archives.
+        starts Spark without class-data archives; ``OSL_SPARK_JIT`` (``c1`` or ``tiered``)
+        picks how the Spark applications' JVMs compile.
         """
         env = os.environ if environ is None else environ
         offset_text = env.get("OSL_PORT_OFFSET", "0")
@@ -149,6 +155,7 @@ class Settings:
             "attached": env.get("OSL_ATTACHED", "").lower() in ("1", "true", "yes"),
             "build_ca_bundle": _build_ca_bundle(env),
             "cds": env.get("OSL_CDS", "1") != "0",
+            "spark_jit": _spark_jit(env.get("OSL_SPARK_JIT") or "c1"),
         }
         for key, name in (("s3_access_key", "OSL_S3_ACCESS_KEY"), ("s3_secret_key", "OSL_S3_SECRET_KEY"), ("bucket", "OSL_BUCKET")):
             if env.get(name):
@@ -193,6 +200,21 @@ class Settings:
         base = self.checkpoint_root / "scratch"
         base.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+#: ``OSL_SPARK_JIT`` values and the JVM options each adds to Spark's driver and executors.
+SPARK_JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
+
+
+def _spark_jit(value: str) -> str:
+    if value not in SPARK_JIT_OPTIONS:
+        from sandbox.errors import SandboxError
+
+        raise SandboxError(
+            f"OSL_SPARK_JIT={value!r} is not one of {', '.join(SPARK_JIT_OPTIONS)}: set c1 (quick start, the default "
+            f"on small machines) or tiered (the JVM's own C1-then-C2), or unset it"
+        )
+    return value
 
 
 def detect_backend(environ: Mapping[str, str] | None = None) -> BackendKind:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sandbox import artifacts, cds
 from sandbox.artifacts import Progress, say
-from sandbox.settings import Settings
+from sandbox.settings import SPARK_JIT_OPTIONS, Settings
 
 
 def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str]:
@@ -28,6 +28,9 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     e = settings.endpoints()
     classpath = os.pathsep.join(str(j) for j in jars)
     driver_cds, executor_cds = cds.java_options(settings)
+    # C1 only (Settings.spark_jit): C2's compiler threads compete with the work on two cores
+    jit = SPARK_JIT_OPTIONS[settings.spark_jit]
+    executor_options = f"{jit} {executor_cds}".strip()
     return {
         "spark.master": e.spark_master,
         "spark.driver.extraClassPath": classpath,
@@ -35,9 +38,11 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # executors connect back to the driver: on this machine at host, in compose by name
         "spark.driver.host": settings.driver_host or settings.host,
         "spark.driver.bindAddress": "0.0.0.0" if settings.driver_host else settings.host,
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)} {driver_cds}".strip(),
+        "spark.driver.extraJavaOptions": " ".join(
+            o for o in (f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)}", jit, driver_cds) if o
+        ),
         # class-data sharing (sandbox/cds.py): the JVMs map their classes instead of loading them
-        **({"spark.executor.extraJavaOptions": executor_cds} if executor_cds else {}),
+        **({"spark.executor.extraJavaOptions": executor_options} if executor_options else {}),
         "spark.ui.port": str(4040 + settings.ports.kafka - 9092),
         "spark.executor.memory": "1g",
         "spark.executor.cores": "1",

@@ -62,3 +62,22 @@ def test_scratch_dir_is_fresh_per_call_and_lives_under_the_checkpoint_root(tmp_p
     first, second = settings.scratch_dir("nb08-"), settings.scratch_dir("nb08-")
     assert first != second and first.is_dir() and second.is_dir()
     assert first.parent == settings.checkpoint_root / "scratch" and first.name.startswith("nb08-")
+
+
+def test_spark_s_jvms_compile_with_c1_only_unless_told_otherwise(tmp_path, monkeypatch):
+    """C1 only by default (README, Known limits: C2's compiler threads slowed every short
+    application on two cores); ``OSL_SPARK_JIT=tiered`` gives the JVM's own default; anything
+    else is refused naming the variable."""
+    from sandbox import artifacts, cds
+    from sandbox.spark import spark_conf
+
+    monkeypatch.setattr(artifacts, "spark_job_jars", lambda *_a, **_k: [])
+    monkeypatch.setattr(cds, "java_options", lambda _s: ("", ""))
+    default = spark_conf(Settings.from_env({"OSL_STATE_DIR": str(tmp_path)}), progress=lambda _l: None)
+    for role in ("driver", "executor"):
+        assert "-XX:TieredStopAtLevel=1" in default[f"spark.{role}.extraJavaOptions"].split(), role
+    tiered = spark_conf(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), "OSL_SPARK_JIT": "tiered"}), progress=lambda _l: None)
+    assert "TieredStopAtLevel" not in tiered["spark.driver.extraJavaOptions"]
+    assert "spark.executor.extraJavaOptions" not in tiered
+    with pytest.raises(SandboxError, match=r"OSL_SPARK_JIT='c2' is not one of c1, tiered"):
+        Settings.from_env({"OSL_SPARK_JIT": "c2"})
