@@ -15,10 +15,13 @@ from sandbox import artifacts
 from sandbox.errors import ArtifactFetchError, PortBusyError, ServiceStartError, ToolMissingError
 from sandbox.local import SANDBOX_MARK, LocalBackend, sandbox_processes
 from sandbox.settings import Ports, Settings
+from tests.ports import free_port_offset
 
 
-def _settings(tmp_path: Path, offset: int = 30000, **kw) -> Settings:
-    return Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", ports=Ports().shifted(offset), **kw)
+def _settings(tmp_path: Path, **kw) -> Settings:
+    # ports nothing listens on now (tests/ports.py): a fixed offset once put MinIO's port at
+    # 39000, inside Linux's ephemeral range, where a client connection of an earlier test held it
+    return Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", ports=Ports().shifted(free_port_offset()), **kw)
 
 
 def _fake_tool(tmp_path: Path, name: str, script: str) -> Path:
@@ -87,7 +90,7 @@ def test_service_exiting_during_start_shows_its_log_tail(tmp_path, monkeypatch):
 
 def test_down_leaves_a_process_that_only_sits_in_the_state_directory(tmp_path):
     # a user's shell in <state>/logs: the sandbox did not start it, so `down` must not kill it
-    settings = _settings(tmp_path, offset=46800)
+    settings = _settings(tmp_path)
     logs = settings.state_dir / "logs"
     logs.mkdir(parents=True)
     bystander = subprocess.Popen(["sleep", "60"], cwd=logs)
@@ -101,7 +104,7 @@ def test_down_leaves_a_process_that_only_sits_in_the_state_directory(tmp_path):
 
 def test_down_sweeps_a_leftover_the_sandbox_started(tmp_path):
     # an executor orphaned by a killed worker carries the sandbox's mark in its environment
-    settings = _settings(tmp_path, offset=46800)
+    settings = _settings(tmp_path)
     env = {**os.environ, SANDBOX_MARK: str(settings.state_dir)}
     leftover = subprocess.Popen(["sleep", "60"], env=env)
     try:
