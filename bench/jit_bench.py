@@ -14,7 +14,7 @@ JVM starts):
            each on a fresh checkpoint: how the throughput develops as the JIT warms up, next to
            the single-process baseline on the same records.
 
-    .venv/bin/python bench/jit_bench.py                  # about 15 minutes on 2 cores
+    .venv/bin/python bench/jit_bench.py                  # about 9 minutes on 2 cores
     .venv/bin/python bench/jit_bench.py --rounds 1 --fleet-runs 2 --messages 50000   # a quick look
 
 It uses the bench sandbox (``.sandbox-bench``, ports +20000) like the other benches, and
@@ -41,16 +41,14 @@ os.environ.setdefault("OSL_BACKEND", "local")
 from bench.job_bench import FEW, RESULTS, Shape, produce, run_baseline_backlog, run_job_backlog, say  # noqa: E402
 
 FLEET = Shape(50, 20)
+OPERATOR = "applyInPandasWithState"  # the job's default
 MODES = ("c1", "tiered")
 
 
 def one_application(args: argparse.Namespace) -> dict:
     """In a child process whose OSL_SPARK_JIT is set: one application, timed."""
-    from job.spark import pipeline
     from sandbox import Settings
     from sandbox.spark import spark_session
-
-    from bench.job_bench import job_config
 
     settings = Settings.from_env()
     work = Path(args.work)
@@ -58,21 +56,13 @@ def one_application(args: argparse.Namespace) -> dict:
     started = time.monotonic()
     spark = spark_session(settings, f"jit-{settings.spark_jit}", progress=lambda _line: None)
     session_s = time.monotonic() - started
-    prefix = Path(small).parent.name + "-"
-    cfg = job_config(settings, f"jit-{uuid.uuid4().hex[:8]}", prefix, trigger="available-now", max_offsets_per_trigger=500)
-    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-    for query in queries:
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise RuntimeError(f"the query {query.name} failed: {query.exception()}")
-    batches = [p for p in queries[0].recentProgress if p["numInputRows"] > 0]  # the sessions query's
-    rest = sorted(p["durationMs"]["triggerExecution"] for p in batches[1:])
-    out = {"mode": settings.spark_jit, "session_s": round(session_s, 2),
-           "first_batch_ms": batches[0]["durationMs"]["triggerExecution"],
-           "later_batch_median_ms": rest[len(rest) // 2] if rest else None, "fleet_s": []}  # fmt: skip
-    for run in range(args.fleet_runs):
-        t = run_job_backlog(spark, settings, "applyInPandasWithState", args.fleet_prefix, args.fleet_ledger,
-                            max_offsets=100_000, tag=f"jit-{uuid.uuid4().hex[:8]}", verify=False)  # fmt: skip
+    start = run_job_backlog(spark, settings, OPERATOR, Path(small).parent.name + "-", small, max_offsets=500,
+                            tag=f"jit-{uuid.uuid4().hex[:8]}", verify=False)  # fmt: skip
+    out = {"mode": settings.spark_jit, "session_s": round(session_s, 2), "first_batch_ms": start.first_batch_ms,
+           "later_batch_median_ms": start.steady_median_ms, "fleet_s": []}  # fmt: skip
+    for _run in range(args.fleet_runs):
+        t = run_job_backlog(spark, settings, OPERATOR, args.fleet_prefix, args.fleet_ledger, max_offsets=100_000,
+                            tag=f"jit-{uuid.uuid4().hex[:8]}", verify=False)  # fmt: skip
         out["fleet_s"].append(round(t.wall_s, 1))
     spark.stop()
     return out

@@ -81,6 +81,9 @@ class Throughput:
     setup: dict = field(default_factory=dict)
     #: median over the steady batches of Spark's durationMs parts and the state store's commit
     parts_ms: dict = field(default_factory=dict)
+    #: the sessions query's first batch with input, and the median of the batches after it
+    first_batch_ms: int | None = None
+    steady_median_ms: int | None = None
 
     @property
     def per_s(self) -> float:
@@ -253,6 +256,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
             raise RuntimeError(f"{operator}: the query {q.name} failed: {q.exception()}")
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     steady = batches[1:]
+    steady_ms = sorted(p["durationMs"]["triggerExecution"] for p in steady)
     # with the archive in the sink the one source is scanned twice, and Spark counts both scans
     reads = 2 if raw and raw_in_sink else 1
     out = Throughput(
@@ -262,6 +266,8 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
                "raw": ("in sink" if raw_in_sink else "query") if raw else False,
                "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows},
         parts_ms=batch_parts(steady or batches),
+        first_batch_ms=batches[0]["durationMs"]["triggerExecution"] if batches else None,
+        steady_median_ms=steady_ms[len(steady_ms) // 2] if steady_ms else None,
     )  # fmt: skip
     if verify:
         report = verify_lake(settings, ledger=ledger, lake=cfg.output, policy=cfg.policy, spark=spark)
