@@ -240,7 +240,6 @@ def _ch09_backfill(_tmp: Path) -> dict:
 
 
 def _ch10_bench(_tmp: Path) -> dict:
-    failure = lambda peak: ns(lag_peak=peak)  # noqa: E731
     return {"LOAD": 0.25, "capacity": {"capacity": 4880.0}, "schedule": ns(rate=2440.0, failures=3),
             "verdicts": {"job": True, "baseline": False},
             "result": {"runs": {"job": ns(verdict={"summary": "OK"}), "baseline": ns(verdict={"summary": "FAILED: 9 lost"})}},
