@@ -1,8 +1,11 @@
-"""The recovery benchmark's bookkeeping (pure pandas; the benchmark itself is bench/recovery_bench.py)."""
+"""The recovery benchmark's bookkeeping (pure pandas; the benchmark itself is bench/recovery_bench.py).
+
+The benchmark end to end on the sandbox (both systems killed, detected, recovered and verified;
+the baseline's lag peaks growing as each restart re-reads everything) is chapter 10, which CI
+runs under nbval with those asserts: a copy here cost 78 s of every CI run for nothing new."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -148,44 +151,6 @@ def test_a_failure_hits_the_service_or_the_systems_own_process_and_is_undone_as_
     undo = rb.inject(system, rb.Schedule(target=target, action=action), sb, worker)
     undo()
     assert sb.calls == sandbox_calls and worker.calls == worker_calls
-
-
-def incarnation_reads(events: list[dict]) -> list[int]:
-    """Records read by each process of a worker: the batches logged after each start."""
-    reads: list[int] = []
-    for e in sorted(events, key=lambda e: e["ms"]):
-        if e.get("start"):
-            reads.append(0)
-        elif reads:
-            reads[-1] += int(e.get("rows", 0))
-    return reads
-
-
-@pytest.mark.integration
-@pytest.mark.slow
-def test_killed_baseline_is_restarted_detected_recovered_and_verified_on_real_kafka(rb, sandbox, tmp_path):
-    """Two kills of the baseline's process, 25 s apart, 100 msg/s into the sandbox's Kafka
-    (about two minutes): the supervisor brings it back, the detector finds both failures
-    and both recoveries, and the outputs still match the ledger."""
-    schedule = rb.Schedule(target="spark-worker-1", failures=2, interval_s=25, warmup_s=25, down_s=3, rate=100)
-    result = rb.bench(schedule, systems=("baseline",), out=tmp_path)
-    report, run = result["reports"]["baseline"], result["runs"]["baseline"]
-    assert run.restarts == 2
-    assert report.all_detected and report.all_recovered, report.verdict
-    assert run.verdict["ok"], run.verdict["summary"]
-    # every failure leaves a backlog behind it
-    assert all(f.lag_peak > 0 for f in report.failures), [f.lag_peak for f in report.failures]
-    # it keeps no checkpoint: each incarnation re-reads from offset 0, so each reads more
-    # than the one before, and the last reads every record in the topics. (Whether a lag
-    # sample lands inside the re-read is a matter of timing: the re-read takes under a
-    # second, the sampler ticks once a second, so the lag peaks themselves prove nothing.)
-    read = incarnation_reads(run.events)
-    assert len(read) == 3 and read[0] < read[1] < read[2], read
-    seen = len(run.visible[["topic", "partition", "offset"]].drop_duplicates())
-    assert read[2] == seen, (read, seen)
-    table = result["tables"]["baseline"]
-    assert 80 <= table["input_rate"].iloc[5:45].mean() <= 120
-    assert Path(result["files"]["series_plot"]).exists() and Path(result["files"]["summary"]).exists()
 
 
 def test_the_log_names_what_each_system_loses_not_a_target_the_baseline_does_not_have(rb):
