@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import urllib.request
@@ -30,13 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
-os.environ.setdefault("OSL_PORT_OFFSET", "20000")
-os.environ.setdefault("OSL_BACKEND", "local")
 
-from bench.job_bench import FEW, Shape, job_config, produce, say  # noqa: E402
-
-FLEET = Shape(50, 20)
+# bench.job_bench points OSL_STATE_DIR, OSL_PORT_OFFSET and OSL_BACKEND at the bench sandbox
+from bench.job_bench import FEW, FLEET, job_config, produce, say  # noqa: E402
 
 
 def _touch_job_modules(frames):

@@ -34,13 +34,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
-os.environ.setdefault("OSL_PORT_OFFSET", "20000")
-os.environ.setdefault("OSL_BACKEND", "local")
 
-from bench.job_bench import FEW, RESULTS, Shape, produce, run_baseline_backlog, run_job_backlog, say  # noqa: E402
+# bench.job_bench points OSL_STATE_DIR, OSL_PORT_OFFSET and OSL_BACKEND at the bench sandbox
+from bench.job_bench import FEW, FLEET, RESULTS, produce, run_baseline_backlog, run_job_backlog, say  # noqa: E402
 
-FLEET = Shape(50, 20)
 OPERATOR = "applyInPandasWithState"  # the job's default
 MODES = ("c1", "tiered")
 

@@ -138,6 +138,8 @@ class Shape:
 
 
 FEW = Shape(4, 2)
+#: a collection-point fleet: 50 sites x 20 sessions (1,000 sessions, 150 Kafka partitions)
+FLEET = Shape(50, 20)
 
 
 def produce(settings, work: Path, prefix: str, *, seed: int, messages: int | None = None,
