@@ -67,8 +67,11 @@ def archives(settings: Settings) -> Archives:
     not exist yet). The key changes with any of those, so a stale archive is never named:
     the JVM refuses an archive when a jar on its classpath changed size or modification time
     ("The top archive failed to load"), as when a virtualenv is made again at the same path,
-    so each jar's size and mtime are part of the key, not only its path."""
+    so each jar's size and mtime are part of the key, not only its path. The executors'
+    classpath also holds the Spark daemons' conf folder, so its path is part of the key too."""
     import pyspark
+
+    from sandbox.local_services import spark_conf_dir
 
     home = java_home(settings)
     java = home / "bin" / "java" if home else None
@@ -77,6 +80,7 @@ def archives(settings: Settings) -> Archives:
         str(java),
         str(java.stat().st_mtime_ns) if java and java.exists() else "-",
         pyspark.__version__,
+        str(spark_conf_dir(settings)),
         *(f"{jar} {st.st_size} {st.st_mtime_ns}" for jar in classpath_jars(settings) for st in [jar.stat()]),
     ]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

@@ -87,6 +87,16 @@ class Layout:
         return self.state_dir / "data" / name
 
 
+def spark_conf_dir(settings: Settings) -> Path:
+    """The Spark daemons' ``SPARK_CONF_DIR``: an empty folder, so that no ``spark-defaults.conf``
+    or ``spark-env.sh`` of pyspark's install applies. One for every sandbox sharing this cache,
+    not one per sandbox: ``spark-class`` puts it on every executor's classpath, and the JVM
+    refuses a class-data archive (:mod:`sandbox.cds`) recorded with another classpath, so with a
+    folder per sandbox the archive the bench's sandbox recorded was refused by the test sandbox's
+    executors."""
+    return settings.cache_dir / "spark-conf"
+
+
 def service_names(settings: Settings) -> list[str]:
     return ["kafka", "minio", "spark-master"] + [f"spark-worker-{n}" for n in range(1, settings.spark_workers + 1)]
 
@@ -128,7 +138,7 @@ def service_spec(settings: Settings, layout: Layout, name: str, arts: dict[str, 
     spark_env = dict(
         base_env,
         SPARK_HOME=str(artifacts.spark_home()),
-        SPARK_CONF_DIR=str(layout.config_dir / "spark"),
+        SPARK_CONF_DIR=str(spark_conf_dir(s)),
         SPARK_LOCAL_IP=s.host,
         SPARK_DAEMON_MEMORY="512m",
         PYSPARK_PYTHON=sys.executable,
@@ -166,7 +176,8 @@ def prepare(settings: Settings, layout: Layout, name: str, arts: dict[str, objec
     """Create ``name``'s directories and, for Kafka, its configuration and (once) its storage."""
     layout.data_dir(name).mkdir(parents=True, exist_ok=True)
     layout.log_path(name).parent.mkdir(parents=True, exist_ok=True)
-    (layout.config_dir / "spark").mkdir(parents=True, exist_ok=True)
+    layout.config_dir.mkdir(parents=True, exist_ok=True)
+    spark_conf_dir(settings).mkdir(parents=True, exist_ok=True)
     if name == "kafka":
         _prepare_kafka(settings, layout, arts, progress=progress)
     if name.startswith("spark-worker-"):

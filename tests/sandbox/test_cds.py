@@ -43,6 +43,23 @@ def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path, monkeyp
     assert cds.archives(settings) != first, "a jar written again must name a new archive"
 
 
+def test_every_sandbox_on_a_cache_gives_its_executors_one_classpath_and_one_archive(tmp_path, monkeypatch):
+    """``spark-class`` puts the workers' SPARK_CONF_DIR on every executor's classpath, and the JVM
+    refuses an archive recorded with another classpath: with a conf folder per sandbox, the
+    archive the bench's sandbox recorded was refused by the test sandbox's executors."""
+    from sandbox import Settings
+    from sandbox.local_services import Layout, service_spec
+
+    jar = tmp_path / "spark-core.jar"
+    jar.write_bytes(b"classes")
+    monkeypatch.setattr(cds, "classpath_jars", lambda _settings: [jar])
+    bench = Settings(state_dir=tmp_path / ".sandbox-bench", cache_dir=tmp_path / "cache", backend="local")
+    tests = dataclasses.replace(bench, state_dir=tmp_path / ".sandbox-test")
+    conf_dirs = {service_spec(s, Layout(s.state_dir), "spark-worker-1", {}).env["SPARK_CONF_DIR"] for s in (bench, tests)}
+    assert len(conf_dirs) == 1, f"the executors' classpaths differ by sandbox: {sorted(conf_dirs)}"
+    assert cds.archives(bench) == cds.archives(tests)
+
+
 def test_sessions_that_differ_only_in_the_archive_are_alike():
     flag = "-XX:SharedArchiveFile=/c/driver.jsa -Xshare:auto"
     log = "-Dlog4j2.configurationFile=file:/s/driver-log4j2.properties"
