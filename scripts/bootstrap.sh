@@ -21,24 +21,35 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "bootstrap: creating $VENV with $("$PYTHON" -V)"
   "$PYTHON" -m venv "$VENV" || die "could not create a virtualenv: apt-get install python3-venv"
 fi
+# The browser tests (the book, JupyterLab) drive Debian's chromium; Playwright's own browser
+# download cannot be fetched everywhere. Installed as root on Debian, else said and left to the user.
+# It installs in the background, beside pip and the artifact fetch (all three mostly wait on
+# downloads); apt calls queue on one lock file with scripts/ensure-docker.sh's, which .ci/run
+# runs at the same time.
+chromium_pid=
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${OSL_CHROMIUM:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log="$VENV/apt-chromium.log"
+    echo "bootstrap: installing Debian's chromium for the browser tests, in the background (apt log: $log)"
+    flock -w 900 "${OSL_APT_LOCK:-/tmp/osl-apt.lock}" \
+      bash -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium' >"$log" 2>&1 &
+    chromium_pid=$!
+  else
+    echo "bootstrap: NOTE: no chromium here; the browser tests will skip: apt-get install chromium (as root), or set OSL_CHROMIUM=/path/to/chrome"
+  fi
+fi
 echo "bootstrap: installing the project and its test tools into $VENV at the versions of constraints.txt (pyspark is large; pip caches it)"
 "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
 # setuptools prints a banner on every editable install (a warning about same-named folders in
 # the working directory, which is how this project is meant to run); silence that one only.
 PYTHONWARNINGS="ignore:Editable installation:UserWarning" \
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev]"
-# The browser tests (the book, JupyterLab) drive Debian's chromium; Playwright's own browser
-# download cannot be fetched everywhere. Installed as root on Debian, else said and left to the user.
-if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${OSL_CHROMIUM:-}" ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log="$VENV/apt-chromium.log"
-    echo "bootstrap: installing Debian's chromium for the browser tests (apt log: $log)"
-    if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } >"$log" 2>&1; then
-      echo "bootstrap: NOTE: apt-get install chromium failed (see $log); the browser tests will skip, and fail under CI"
-    fi
-  else
-    echo "bootstrap: NOTE: no chromium here; the browser tests will skip: apt-get install chromium (as root), or set OSL_CHROMIUM=/path/to/chrome"
-  fi
-fi
 echo "bootstrap: fetching Kafka and Spark-job jars and MinIO into the cache (once)"
 "$VENV/bin/python" -m sandbox --backend local fetch
+if [ -n "$chromium_pid" ]; then
+  if wait "$chromium_pid"; then
+    echo "bootstrap: chromium installed"
+  else
+    echo "bootstrap: NOTE: apt-get install chromium failed (see $log); the browser tests will skip, and fail under CI"
+  fi
+fi

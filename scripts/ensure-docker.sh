@@ -36,7 +36,11 @@ is_root_debian() { [[ "$(id -u)" == 0 ]] && have apt-get && [[ -r /etc/debian_ve
 # One value from sandbox/versions.py (stdlib-only module, so any python3 reads it).
 version_of() { python3 -c "import sys; sys.path.insert(0, '.'); from sandbox import versions; print(versions.$1)"; }
 
-apt_install() {
+# apt takes its locks or fails at once; .ci/run prepares Docker while bootstrap.sh installs
+# chromium, so every apt call of the project's scripts queues on one lock file instead.
+APT_LOCK=${OSL_APT_LOCK:-/tmp/osl-apt.lock}
+apt_install() { ( flock -w 900 9 || exit 1; apt_install_now "$@" ) 9>"$APT_LOCK"; }
+apt_install_now() {
   if [[ ! -e /var/lib/apt/lists/lock ]] || [[ -z "$(ls /var/lib/apt/lists/ 2>/dev/null | grep -v -e lock -e partial)" ]] \
      || [[ -n "${OSL_APT_UPDATE:-}" ]]; then
     apt-get update -q >/dev/null

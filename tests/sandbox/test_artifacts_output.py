@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import sys
+import threading
 
+import pytest
+
+from sandbox import artifacts
 from sandbox.artifacts import _ivy_download, _ivy_step, _run_streaming
 
 
@@ -51,3 +55,34 @@ def test_a_long_step_says_how_far_it_got_on_each_heartbeat(tmp_path):
                              log=tmp_path / "x.log", heartbeat_s=0.2)  # fmt: skip
     assert tail is None, "no heartbeat counted the download within 60 s"
     assert shown and all(line.startswith("[artifacts]   g:a:1: ") for line in shown)
+
+
+def test_the_minio_build_runs_beside_the_jar_downloads_and_its_error_still_surfaces(monkeypatch, tmp_path):
+    # the build waits until the jar resolution has started: run one after the other, it would
+    # time out and report that it ran alone
+    from sandbox.errors import ArtifactFetchError
+    from sandbox.settings import Settings
+
+    jars_started = threading.Event()
+
+    def jars(_settings, *, progress):
+        jars_started.set()
+        return ["a.jar"]
+
+    def minio(_settings, *, progress):
+        return "beside the jars" if jars_started.wait(10) else "alone"
+
+    monkeypatch.setattr(artifacts, "java_executable", lambda _home: "java")
+    monkeypatch.setattr(artifacts, "kafka_jars", jars)
+    monkeypatch.setattr(artifacts, "spark_job_jars", jars)
+    monkeypatch.setattr(artifacts, "minio_binary", minio)
+    settings = Settings.from_env()
+    got = artifacts.fetch_all(settings, progress=lambda _line: None)
+    assert got == {"java": "java", "kafka_jars": ["a.jar"], "spark_job_jars": ["a.jar"], "minio": "beside the jars"}
+
+    def broken(_settings, *, progress):
+        raise ArtifactFetchError("minio", "the Go module proxy", "the build failed")
+
+    monkeypatch.setattr(artifacts, "minio_binary", broken)
+    with pytest.raises(ArtifactFetchError, match="the build failed"):
+        artifacts.fetch_all(settings, progress=lambda _line: None)
