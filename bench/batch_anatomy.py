@@ -5,6 +5,8 @@ tasks from the driver's REST API, on a fresh application.
     .venv/bin/python bench/batch_anatomy.py --warm-up python        # the executors' Python workers started first
     .venv/bin/python bench/batch_anatomy.py --warm-up s3a           # ... and a Parquet file written to s3a:// first
     .venv/bin/python bench/batch_anatomy.py --fleet --messages 200000 --cap 100000   # 50 x 20 sessions
+    .venv/bin/python bench/batch_anatomy.py --queries 2             # a second query: a warm application's first batch
+    .venv/bin/python bench/batch_anatomy.py --fleet --messages 200000 --cap 100000 --input-tasks 2   # Kafka read in 2 tasks
 
 Per batch: ``durationMs`` (``addBatch``, ``queryPlanning``, ``latestOffset``, ``walCommit``,
 ``commitOffsets``), the state operator's ``allUpdatesTimeMs`` and ``commitTimeMs``; per stage:
@@ -67,9 +69,14 @@ def main() -> int:
     parser.add_argument("--cap", type=int, default=500, help="maxOffsetsPerTrigger (default 500)")
     parser.add_argument("--fleet", action="store_true", help="50 sites x 20 sessions instead of 4 x 2")
     parser.add_argument("--warm-up", choices=("none", "python", "s3a"), default="none")
+    parser.add_argument("--queries", type=int, default=1,
+                        help="queries run one after another on the same application and backlog (default 1): "
+                             "the second one's first batch is a warm application's")
+    parser.add_argument("--input-tasks", type=int, default=None,
+                        help="JobConfig.input_tasks: Kafka read in this many tasks (default: one per Kafka partition)")
     args = parser.parse_args()
-    if args.messages < 100 or args.cap < 1:
-        parser.error("--messages >= 100 and --cap >= 1")
+    if args.messages < 100 or args.cap < 1 or args.queries < 1:
+        parser.error("--messages >= 100, --cap >= 1 and --queries >= 1")
 
     from job.spark import pipeline
     from sandbox import Settings, open_sandbox
@@ -85,19 +92,22 @@ def main() -> int:
     say(f"session {time.monotonic() - started:.1f}s")
     if args.warm_up != "none":
         say(f"warm-up ({args.warm_up}) {warm_up(spark, settings, args.warm_up):.1f}s")
-    cfg = job_config(settings, f"anatomy-{uuid.uuid4().hex[:6]}", Path(ledger).parent.name + "-",
-                     trigger="available-now", max_offsets_per_trigger=args.cap)  # fmt: skip
-    started = time.monotonic()
-    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
-    pipeline.await_all(queries, timeout_s=1800)
-    say(f"query {time.monotonic() - started:.1f}s")
-    print(f"\n{'batch':>5} {'rows':>7} {'trigger':>8} {'addBatch':>8} {'planning':>8} {'latestOff':>9} {'wal':>5} "
-          f"{'commitOff':>9} {'updates':>8} {'stCommit':>8}   (ms)")  # fmt: skip
-    for p in queries[0].recentProgress:
-        d, state = p["durationMs"], (p.get("stateOperators") or [{}])[0]
-        print(f"{p['batchId']:>5} {p['numInputRows']:>7} {d.get('triggerExecution', 0):>8} {d.get('addBatch', 0):>8} "
-              f"{d.get('queryPlanning', 0):>8} {d.get('latestOffset', 0):>9} {d.get('walCommit', 0):>5} "
-              f"{d.get('commitOffsets', 0):>9} {state.get('allUpdatesTimeMs', 0):>8} {state.get('commitTimeMs', 0):>8}")  # fmt: skip
+    for n in range(1, args.queries + 1):
+        # each query starts afresh (new checkpoint and lake) on the same backlog and application:
+        # query 2's first batch is the first batch of a warm application
+        cfg = job_config(settings, f"anatomy-{uuid.uuid4().hex[:6]}", Path(ledger).parent.name + "-",
+                         trigger="available-now", max_offsets_per_trigger=args.cap, input_tasks=args.input_tasks)  # fmt: skip
+        started = time.monotonic()
+        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+        pipeline.await_all(queries, timeout_s=1800)
+        say(f"query {n} {time.monotonic() - started:.1f}s")
+        print(f"\n{'batch':>5} {'rows':>7} {'trigger':>8} {'addBatch':>8} {'planning':>8} {'latestOff':>9} {'wal':>5} "
+              f"{'commitOff':>9} {'updates':>8} {'stCommit':>8}   (ms)")  # fmt: skip
+        for p in queries[0].recentProgress:
+            d, state = p["durationMs"], (p.get("stateOperators") or [{}])[0]
+            print(f"{p['batchId']:>5} {p['numInputRows']:>7} {d.get('triggerExecution', 0):>8} {d.get('addBatch', 0):>8} "
+                  f"{d.get('queryPlanning', 0):>8} {d.get('latestOffset', 0):>9} {d.get('walCommit', 0):>5} "
+                  f"{d.get('commitOffsets', 0):>9} {state.get('allUpdatesTimeMs', 0):>8} {state.get('commitTimeMs', 0):>8}")  # fmt: skip
     base = f"http://127.0.0.1:{spark.conf.get('spark.ui.port')}/api/v1/applications"
     app = _get(base)[0]["id"]
     print("\nstages: span, then per task (executor, duration, deserialise, run) in ms")

@@ -232,16 +232,18 @@ TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
                     verify: bool = True, partitions: int | None = None, raw: bool = False,
-                    fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False) -> Throughput:  # fmt: skip
+                    fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
+                    input_tasks: int | None | str = "default") -> Throughput:  # fmt: skip
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
-    archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries."""
+    archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries,
+    ``input_tasks`` is the job's ``input_tasks`` (``"default"``: the job's default)."""
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
     cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
                      max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms,
-                     state_partitions=partitions)  # fmt: skip
+                     state_partitions=partitions, **({} if input_tasks == "default" else {"input_tasks": input_tasks}))  # fmt: skip
     started = time.monotonic()
     if not track_rows:
         spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
@@ -266,7 +268,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
         sum(p["numInputRows"] for p in steady) // reads, sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
         setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions,
                "raw": ("in sink" if raw_in_sink else "query") if raw else False,
-               "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows},
+               "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows, "input_tasks": cfg.input_tasks},
         parts_ms=batch_parts(steady or batches),
         first_batch_ms=batches[0]["durationMs"]["triggerExecution"] if batches else None,
         steady_median_ms=steady_ms[len(steady_ms) // 2] if steady_ms else None,
@@ -435,6 +437,9 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--raw-rounds", type=int, default=0,
                         help="sweep: then this many rounds of the raw archive off / as a second query / in the sink, "
                              "alternating on the warm application (the stages' order drifts: each run is faster than the last)")
+    parser.add_argument("--input-rounds", type=int, default=0,
+                        help="sweep: then this many rounds of the Kafka read in one task per partition / coalesced to "
+                             "the state partitions' count (JobConfig.input_tasks), alternating on the warm application")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     if args.messages is None:
@@ -502,17 +507,19 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         done: dict[tuple, Throughput] = {}
 
         def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
-                fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False) -> Throughput:  # fmt: skip
-            key = (stage if stage.startswith("round") else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows, raw_in_sink)
+                fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
+                input_tasks: int | None | str = "default") -> Throughput:  # fmt: skip
+            key = (stage if stage.startswith(("round", "input")) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
+                   raw_in_sink, input_tasks)  # fmt: skip
             if key not in done:
                 t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
                                     fetch_wait_ms=fetch_wait_ms, track_rows=track_rows, raw_in_sink=raw_in_sink,
-                                    tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
+                                    input_tasks=input_tasks, tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
                 t.setup.update(shape=shape.name, stage=stage)
                 done[key] = t
                 out.append(t)
                 say(f"  {stage:<10} {operator:<27} cap {cap or 'none':>6} partitions {partitions} raw {t.setup['raw'] or 'off'} "
-                    f"fetch wait {t.setup['fetch_wait_ms']} ms: "
+                    f"fetch wait {t.setup['fetch_wait_ms']} ms input tasks {t.setup['input_tasks'] or 'per partition'}: "
                     f"{t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), {t.batches} batches, "
                     f"{t.parts_ms.get('triggerExecution', 0) / 1000:.1f} s/batch; {t.verdict}")  # fmt: skip
             return done[key]
@@ -534,6 +541,9 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
             one(f"round {n}", op, cap, parts)
             one(f"round {n}", op, cap, parts, raw=True)
             one(f"round {n}", op, cap, parts, raw=True, raw_in_sink=True)
+        for n in range(1, args.input_rounds + 1):
+            one(f"input {n}", op, cap, parts, input_tasks=None)
+            one(f"input {n}", op, cap, parts, input_tasks=parts)
     return out
 
 
@@ -541,21 +551,21 @@ def print_sweep(rows: list[Throughput]) -> None:
     """The sweep's one table: every run against its shape's baseline, with the per-batch parts."""
     print("\nsweep: backlog from the earliest offset, available-now; median ms per steady batch; "
           "x = records/s against the baseline on the same input")
-    head = (f"  {'shape':<7}{'stage':<13}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>8}{'wait':>5}{'batches':>8}{'wall s':>8}"
+    head = (f"  {'shape':<7}{'stage':<13}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>8}{'wait':>5}{'in':>4}{'batches':>8}{'wall s':>8}"
             f"{'rec/s':>8}{'x':>6}{'batch':>7}{'latest':>7}{'plan':>6}{'addBatch':>9}{'wal':>6}{'commit':>7}{'state':>7}  verified")
     print(head)
     base = None
     for t in rows:
         if t.setup.get("stage") == "baseline":
             base = t
-            print(f"  {t.setup['shape']:<7}{'baseline':<13}{'1 Python process':<27}{'':>7}{'':>6}{'':>8}{'':>5}{t.batches:>8}"
+            print(f"  {t.setup['shape']:<7}{'baseline':<13}{'1 Python process':<27}{'':>7}{'':>6}{'':>8}{'':>5}{'':>4}{t.batches:>8}"
                   f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}{1:>6.2f}{'':>7}{'':>7}{'':>6}{'':>9}{'':>6}{'':>7}{'':>7}  "
                   f"{'yes' if t.verified else 'NO'}")  # fmt: skip
             continue
         m = t.parts_ms
         ratio = t.per_s / base.per_s if base else float("nan")
         print(f"  {t.setup['shape']:<7}{t.setup['stage']:<13}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
-              f"{t.setup['partitions']:>6}{t.setup['raw'] or 'off':>8}{t.setup['fetch_wait_ms']:>5}{t.batches:>8}"
+              f"{t.setup['partitions']:>6}{t.setup['raw'] or 'off':>8}{t.setup['fetch_wait_ms']:>5}{t.setup.get('input_tasks') or 'p':>4}{t.batches:>8}"
               f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}"
               f"{ratio:>6.2f}{m.get('triggerExecution', 0):>7.0f}{m.get('latestOffset', 0):>7.0f}{m.get('queryPlanning', 0):>6.0f}"
               f"{m.get('addBatch', 0):>9.0f}{m.get('walCommit', 0):>6.0f}{m.get('commitOffsets', 0):>7.0f}{m.get('stateCommit', 0):>7.0f}"

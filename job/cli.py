@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"records per micro-batch at most, all partitions together (default: {JobConfig.max_offsets_per_trigger})")
     run.add_argument("--state-partitions", type=int, default=JobConfig.state_partitions,
                      help=f"partitions of the session state, fixed by the checkpoint's first run (default: {JobConfig.state_partitions})")
+    run.add_argument("--input-tasks", type=int, default=JobConfig.input_tasks,
+                     help="tasks that read Kafka per micro-batch (default: one per Kafka partition with new records)")
     run.add_argument("--fail-on-data-loss", action=argparse.BooleanOptionalAction, default=JobConfig.fail_on_data_loss,
                      help="stop when Kafka deleted records the checkpoint says come next (default: on); "
                           "--no-fail-on-data-loss skips to the oldest record Kafka still has")  # fmt: skip
@@ -177,7 +179,7 @@ def _run(args, settings) -> int:
         checkpoint=args.checkpoint.resolve() if args.checkpoint else None,
         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
         fail_on_data_loss=args.fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
-        operator=args.operator, state_partitions=args.state_partitions,
+        operator=args.operator, state_partitions=args.state_partitions, input_tasks=args.input_tasks,
     )  # fmt: skip
     from job.engine import interrupts
     from job.spark.pipeline import state_partitions_warning

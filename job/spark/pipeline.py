@@ -242,7 +242,8 @@ def kafka_stream(spark, cfg: JobConfig, bootstrap: str):
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for key, value in cfg.extra_kafka_options.items():
         reader = reader.option(key, value)
-    return reader.load()
+    frame = reader.load()
+    return frame if cfg.input_tasks is None else frame.coalesce(cfg.input_tasks)
 
 
 def _cut_of_record(cuts):

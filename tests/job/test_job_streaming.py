@@ -49,21 +49,27 @@ def _run_available_now(spark, settings, cfg):
 
 
 @pytest.mark.parametrize(
-    ("policy", "operator"),
+    ("policy", "operator", "input_tasks"),
     [
-        ("resync", "applyInPandasWithState"),
-        ("window", "applyInPandasWithState"),
-        ("none", "applyInPandasWithState"),
+        ("resync", "applyInPandasWithState", None),
+        # the Kafka read coalesced into one task (JobConfig.input_tasks): every partition's
+        # records in one task, one after another, and still exactly once
+        ("window", "applyInPandasWithState", 1),
+        ("none", "applyInPandasWithState", None),
         # the other APIs the benchmark compares run the same state machine
-        ("window", "transformWithStateInPandas"),
-        ("window", "transformWithState"),
+        ("window", "transformWithStateInPandas", None),
+        ("window", "transformWithState", None),
     ],
 )
-def test_policy_output_is_verified_against_the_ledger(policy, operator, sandbox, spark, produce, tmp_path):
+def test_policy_output_is_verified_against_the_ledger(policy, operator, input_tasks, sandbox, spark, produce, tmp_path, capsys):
     prefix, ledger, summary = produce()
     assert sum(summary.faults.values()) > 0, "the run must inject faults for this test to mean anything"
-    cfg = _config(sandbox.settings, tmp_path, prefix, policy, trigger="available-now", operator=operator)
-    _run_available_now(spark, sandbox.settings, cfg)
+    cfg = _config(sandbox.settings, tmp_path, prefix, policy, trigger="available-now", operator=operator, input_tasks=input_tasks)
+    queries = _run_available_now(spark, sandbox.settings, cfg)
+    capsys.readouterr()
+    queries[0].explain()  # the last batch's physical plan
+    plan = capsys.readouterr().out
+    assert (f"Coalesce {input_tasks}" in plan) == (input_tasks is not None), plan
     report = verify_lake(sandbox.settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
     assert report.ok, report.summary()
     rows = lake.read_output(spark, cfg.sink_path, "rows")
