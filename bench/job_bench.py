@@ -233,17 +233,17 @@ TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
                     verify: bool = True, partitions: int | None = None, raw: bool = False,
                     fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                    input_tasks: int | None | str = "default") -> Throughput:  # fmt: skip
+                    input_tasks: int | None = None) -> Throughput:  # fmt: skip
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
     archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries,
-    ``input_tasks`` is the job's ``input_tasks`` (``"default"``: the job's default)."""
+    ``input_tasks`` is the job's ``input_tasks`` (None: one task per Kafka partition, its default)."""
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
     cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
                      max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms,
-                     state_partitions=partitions, **({} if input_tasks == "default" else {"input_tasks": input_tasks}))  # fmt: skip
+                     state_partitions=partitions, input_tasks=input_tasks)  # fmt: skip
     started = time.monotonic()
     if not track_rows:
         spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
@@ -508,7 +508,7 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
 
         def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
                 fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                input_tasks: int | None | str = "default") -> Throughput:  # fmt: skip
+                input_tasks: int | None = None) -> Throughput:  # fmt: skip
             key = (stage if stage.startswith(("round", "input")) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
                    raw_in_sink, input_tasks)  # fmt: skip
             if key not in done:
