@@ -73,7 +73,7 @@ def main() -> int:
                         help="queries run one after another on the same application and backlog (default 1): "
                              "the second one's first batch is a warm application's")
     parser.add_argument("--input-tasks", type=int, default=None,
-                        help="JobConfig.input_tasks: Kafka read in this many tasks (default: one per Kafka partition)")
+                        help="JobConfig.input_tasks: Kafka read in this many tasks, 0 for one per Kafka partition (default: the job's)")
     args = parser.parse_args()
     if args.messages < 100 or args.cap < 1 or args.queries < 1:
         parser.error("--messages >= 100, --cap >= 1 and --queries >= 1")

@@ -237,7 +237,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
     archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries,
-    ``input_tasks`` is the job's ``input_tasks`` (None: one task per Kafka partition, its default)."""
+    ``input_tasks`` is the job's ``input_tasks`` (None: its default; 0: one task per Kafka partition)."""
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
@@ -280,10 +280,10 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
 
 
 def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, seed: int, rate: float, duration: float,
-                 trigger: str, tag: str) -> Latency:  # fmt: skip
+                 trigger: str, tag: str, input_tasks: int | None = None) -> Latency:  # fmt: skip
     from job.spark import pipeline
 
-    cfg = job_config(settings, f"{tag}-live-{operator}", prefix, trigger=trigger, operator=operator)
+    cfg = job_config(settings, f"{tag}-live-{operator}", prefix, trigger=trigger, operator=operator, input_tasks=input_tasks)
     bootstrap = settings.endpoints().kafka_bootstrap
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
     deadline = time.monotonic() + 120
@@ -298,7 +298,8 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
     wall = time.monotonic() - started
     visible = sink_visibility(settings, cfg.sink_path)
     say(f"  drained {wall:.0f}s after the producers started")
-    return latencies(f"job, {operator}", ledger_ok(ledger), visible)
+    name = f"job, {operator}" + ("" if input_tasks is None else f", input tasks {input_tasks or 'per partition'}")
+    return latencies(name, ledger_ok(ledger), visible)
 
 
 def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: float, duration: float) -> Latency:
@@ -353,11 +354,12 @@ def sink_visibility(settings, sink_path: str) -> pd.DataFrame:
                     first_seen[entry["path"]] = min(written, first_seen.get(entry["path"], written))
     parts = []
     for path, written in first_seen.items():
-        topic = re.search(r"/topic=([^/]+)/", path)
+        folder = re.search(r"/topic=([^/]+)/", path)  # a lake with topic folders (lake.LEGACY_SINK_PARTITIONS)
         key = urlparse(path).path.lstrip("/")
-        table = pq.read_table(io.BytesIO(s3.get_object(Bucket=bucket, Key=key)["Body"].read()), columns=["partition", "offset"])
-        frame = table.to_pandas().dropna()
-        frame["topic"] = unquote(topic.group(1)) if topic else ""
+        file = pq.ParquetFile(io.BytesIO(s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
+        frame = file.read(columns=["partition", "offset"] + ([] if folder else ["topic"])).to_pandas().dropna()
+        if folder:
+            frame["topic"] = unquote(folder.group(1))
         frame["visible_ms"] = written
         parts.append(frame)
     if not parts:
@@ -437,9 +439,16 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--raw-rounds", type=int, default=0,
                         help="sweep: then this many rounds of the raw archive off / as a second query / in the sink, "
                              "alternating on the warm application (the stages' order drifts: each run is faster than the last)")
+    parser.add_argument("--no-side-stages", action="store_true",
+                        help="sweep: skip the side stages (Kafka's fetch wait, the raw archive, RocksDB's row count); "
+                             "with --raw-rounds or --input-rounds, for the rounds alone")
     parser.add_argument("--input-rounds", type=int, default=0,
                         help="sweep: then this many rounds of the Kafka read in one task per partition / coalesced to "
                              "the state partitions' count (JobConfig.input_tasks), alternating on the warm application")
+    parser.add_argument("--live-input-tasks", default="",
+                        help="live phase: run the job once per value of JobConfig.input_tasks, 0 = one task per Kafka "
+                             "partition (default: the job's default only)")
+    parser.add_argument("--live-rounds", type=int, default=1, help="live phase: repeat the job's runs, alternating")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     if args.messages is None:
@@ -448,8 +457,11 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         args.shapes = [Shape.parse(x) for x in args.shapes.split(",") if x.strip()]
         args.caps = [int(x) or None for x in args.caps.split(",") if x.strip()]
         args.partitions = [int(x) for x in args.partitions.split(",") if x.strip()]
+        args.live_input_tasks = [int(x) for x in args.live_input_tasks.split(",") if x.strip()] or [None]
     except ValueError as exc:
-        parser.error(f"--shapes, --caps, --partitions: {exc}")
+        parser.error(f"--shapes, --caps, --partitions, --live-input-tasks: {exc}")
+    if args.live_rounds < 1 or any(t is not None and t < 0 for t in args.live_input_tasks):
+        parser.error("--live-rounds >= 1; --live-input-tasks values >= 0")
     if not args.shapes or not args.caps or not args.partitions or min(args.partitions) < 1 or any(c and c < 1 for c in args.caps):
         parser.error("--shapes, --caps and --partitions each need at least one value; caps >= 0, partitions >= 1")
     operators = [o.strip() for o in args.operators.split(",") if o.strip()]
@@ -519,7 +531,7 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
                 done[key] = t
                 out.append(t)
                 say(f"  {stage:<10} {operator:<27} cap {cap or 'none':>6} partitions {partitions} raw {t.setup['raw'] or 'off'} "
-                    f"fetch wait {t.setup['fetch_wait_ms']} ms input tasks {t.setup['input_tasks'] or 'per partition'}: "
+                    f"fetch wait {t.setup['fetch_wait_ms']} ms input tasks {t.setup['input_tasks'] or 'one per partition'}: "
                     f"{t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), {t.batches} batches, "
                     f"{t.parts_ms.get('triggerExecution', 0) / 1000:.1f} s/batch; {t.verdict}")  # fmt: skip
             return done[key]
@@ -533,16 +545,17 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         op = best([one("operator", o, start_cap, start_partitions) for o in operators]).setup["operator"]
         cap = best([one("cap", op, c, start_partitions) for c in args.caps]).setup["cap"]
         parts = best([one("partitions", op, cap, n) for n in args.partitions]).setup["partitions"]
-        one("kafka wait", op, cap, parts, fetch_wait_ms=500)
-        one("raw", op, cap, parts, raw=True)
-        one("raw, 1 query", op, cap, parts, raw=True, raw_in_sink=True)
-        one("rows off", op, cap, parts, track_rows=False)
+        if not args.no_side_stages:
+            one("kafka wait", op, cap, parts, fetch_wait_ms=500)
+            one("raw", op, cap, parts, raw=True)
+            one("raw, 1 query", op, cap, parts, raw=True, raw_in_sink=True)
+            one("rows off", op, cap, parts, track_rows=False)
         for n in range(1, args.raw_rounds + 1):
             one(f"round {n}", op, cap, parts)
             one(f"round {n}", op, cap, parts, raw=True)
             one(f"round {n}", op, cap, parts, raw=True, raw_in_sink=True)
         for n in range(1, args.input_rounds + 1):
-            one(f"input {n}", op, cap, parts, input_tasks=None)
+            one(f"input {n}", op, cap, parts, input_tasks=0)
             one(f"input {n}", op, cap, parts, input_tasks=parts)
     return out
 
@@ -575,10 +588,12 @@ def print_sweep(rows: list[Throughput]) -> None:
 def live_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Latency]:
     """The live phase: the job once per operator, then the baseline last (the ratios' reference)."""
     live: list[Latency] = []
-    for n, operator in enumerate(operators):
-        say(f"live: job with {operator}, trigger {args.trigger}")
+    runs = [(o, tasks) for _ in range(args.live_rounds) for o in operators for tasks in args.live_input_tasks]
+    for n, (operator, tasks) in enumerate(runs):
+        say(f"live: job with {operator}, trigger {args.trigger}" + ("" if tasks is None else f", input tasks {tasks}"))
         live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
-                                 rate=args.rate, duration=args.duration, trigger=args.trigger, tag=run))  # fmt: skip
+                                 rate=args.rate, duration=args.duration, trigger=args.trigger, tag=f"{run}-{n}",
+                                 input_tasks=tasks))  # fmt: skip
     say("live: baseline")
     live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration))
     return live

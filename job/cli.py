@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--state-partitions", type=int, default=JobConfig.state_partitions,
                      help=f"partitions of the session state, fixed by the checkpoint's first run (default: {JobConfig.state_partitions})")
     run.add_argument("--input-tasks", type=int, default=JobConfig.input_tasks,
-                     help="tasks that read Kafka per micro-batch (default: one per Kafka partition with new records)")
+                     help=f"tasks that read Kafka per micro-batch, 0 for one per Kafka partition with new records "
+                          f"(default: {JobConfig.input_tasks})")
     run.add_argument("--fail-on-data-loss", action=argparse.BooleanOptionalAction, default=JobConfig.fail_on_data_loss,
                      help="stop when Kafka deleted records the checkpoint says come next (default: on); "
                           "--no-fail-on-data-loss skips to the oldest record Kafka still has")  # fmt: skip

@@ -460,7 +460,7 @@ def backfill(
         (
             out.write.mode("overwrite" if overwrite else "errorifexists")
             .option("compression", "zstd")
-            .partitionBy("output", "topic")
+            .partitionBy(*lake.SINK_PARTITIONS)
             .parquet(lake.sink_path(root))
         )
     except Exception as exc:  # a Python worker's error comes back wrapped in a Py4J/Spark one
@@ -546,7 +546,7 @@ def merge(spark, *, lake_root: str, sources: Sequence[str], version: str, overwr
     (
         merged.write.mode("overwrite" if overwrite else "errorifexists")
         .option("compression", "zstd")
-        .partitionBy("output", "topic")
+        .partitionBy(*lake.SINK_PARTITIONS)
         .parquet(lake.sink_path(root))
     )
     _write_text(spark, f"{root}/_merge.json", json.dumps({"sources": list(sources), "merged_at": _iso(_now_ms())}))

@@ -548,7 +548,7 @@ def apply_repair(spark, settings, cfg, plan: RepairPlan, *, restart: Callable[[A
             name = path.rstrip("/").rsplit("/", 1)[-1]
             kept = _cut_frame(spark, lake.read_sink(spark, path), plan, by_session=by_session)
             writer = kept.write.mode("overwrite").option("compression", "zstd")
-            writer.partitionBy(*(["output", "topic"] if by_session else ["topic"])).parquet(f"{store}/cut/{name}")
+            writer.partitionBy(*(lake.SINK_PARTITIONS if by_session else ["topic"])).parquet(f"{store}/cut/{name}")
 
     def replace_output() -> None:
         for path, _ in outputs:

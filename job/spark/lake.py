@@ -40,6 +40,26 @@ def find_sink(spark, lake_root: str) -> str:
         return old
     return new
 
+#: The file sink's partition columns: one folder per output. Each stateful task writes one
+#: file per folder and batch, so a batch of a fleet writes a few files a task, not one per
+#: topic and output (about a hundred a task on 50 topics, and a quarter of the batch's time:
+#: README, Known limits). ``topic`` stays a column of the files; readers select it either way.
+SINK_PARTITIONS: tuple[str, ...] = ("output",)
+#: The partition columns of a lake an older version of the job wrote: a folder per topic under
+#: each output. Spark refuses to read a folder whose files sit at two depths, so such a lake
+#: is continued in its own layout (:func:`sink_partitions`).
+LEGACY_SINK_PARTITIONS: tuple[str, ...] = ("output", "topic")
+
+
+def sink_partitions(spark, sink: str) -> tuple[str, ...]:
+    """The partition columns to write ``sink`` with: :data:`SINK_PARTITIONS`, or the topic
+    folders of an existing sink written before them (:data:`LEGACY_SINK_PARTITIONS`)."""
+    jvm = spark.sparkContext._jvm
+    pattern = jvm.org.apache.hadoop.fs.Path(sink.rstrip("/") + "/output=*/topic=*")
+    found = pattern.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).globStatus(pattern)
+    return LEGACY_SINK_PARTITIONS if found is not None and len(found) > 0 else SINK_PARTITIONS
+
+
 #: (column, Spark SQL type) of the operator's output, in order.
 UNION_COLUMNS: list[tuple[str, str]] = [
     ("output", "string"),

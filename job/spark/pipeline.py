@@ -8,8 +8,9 @@
              (``JobConfig.operator``; the same per-session function under each), RocksDB
              state store, processing-time timers that expire idle sessions. Spark does not order rows within a group, so each batch's
              rows are sorted by (partition, offset) before the pure state machine sees them.
-    sink     one Parquet file sink partitioned by (output, topic); a second query archives the
-             raw input. Checkpoints live on local disk.
+    sink     one Parquet file sink partitioned by output (``lake.SINK_PARTITIONS``; topic is a
+             column); a second query archives the raw input, partitioned by topic. Checkpoints
+             live on local disk.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def kafka_stream(spark, cfg: JobConfig, bootstrap: str):
     for key, value in cfg.extra_kafka_options.items():
         reader = reader.option(key, value)
     frame = reader.load()
-    return frame if cfg.input_tasks is None else frame.coalesce(cfg.input_tasks)
+    return frame.coalesce(cfg.input_tasks) if cfg.input_tasks else frame
 
 
 def _cut_of_record(cuts):
@@ -360,12 +361,13 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False) -
     out = sessions_stream(spark, cfg, bootstrap, kafka)
     if cfg.raw_archive and raw_in_sink:  # one trigger and one commit for all four outputs (Kafka is read twice)
         out = out.unionByName(raw_rows(kafka))
+    sink = lake.find_sink(spark, cfg.output)  # a lake from before `out` keeps its folder
     sessions = (
         out.writeStream.format("parquet")
-        .option("path", lake.find_sink(spark, cfg.output))  # a lake from before `out` keeps its folder
+        .option("path", sink)
         .option("checkpointLocation", str(cfg.checkpoint / "sessions"))
         .option("compression", "zstd")
-        .partitionBy("output", "topic")
+        .partitionBy(*lake.sink_partitions(spark, sink))  # and one from before the output folders, its topic folders
         .outputMode("append")
         .queryName(f"{cfg.name}-sessions")
         .trigger(**cfg.trigger_kwargs())

@@ -35,3 +35,22 @@ def test_find_sink_keeps_an_old_lake_s_folder_and_gives_a_new_lake_out(spark, tm
     assert lake.find_sink(spark, f"file:{old}") == f"file:{old}/sessions-out"
     assert lake.find_sink(spark, f"file:{both}") == f"file:{both}/out"
     assert lake.find_sink(spark, f"file:{new}") == f"file:{new}/out"
+
+
+@pytest.mark.integration
+def test_a_new_sink_has_a_folder_per_output_and_an_old_one_keeps_its_topic_folders(spark, tmp_path):
+    frame = spark.createDataFrame([("rows", "t1", 1), ("rows", "t2", 2), ("sessions", "t2", 3)],
+                                  "output string, topic string, offset bigint")  # fmt: skip
+    new, old = f"file:{tmp_path}/new", f"file:{tmp_path}/old"
+    frame.write.partitionBy(*lake.SINK_PARTITIONS).parquet(new)
+    frame.write.partitionBy(*lake.LEGACY_SINK_PARTITIONS).parquet(old)
+    assert lake.sink_partitions(spark, new) == ("output",)
+    assert lake.sink_partitions(spark, old) == ("output", "topic")
+    assert lake.sink_partitions(spark, f"file:{tmp_path}/none") == lake.SINK_PARTITIONS  # a new lake
+    for root in (new, old):  # readers select topic as a column in either layout
+        got = sorted(tuple(r) for r in spark.read.parquet(root).select("output", "topic", "offset").collect())
+        assert got == [("rows", "t1", 1), ("rows", "t2", 2), ("sessions", "t2", 3)], root
+    # why an old lake keeps its layout: a folder whose files sit at two depths cannot be read
+    frame.write.mode("append").partitionBy(*lake.SINK_PARTITIONS).parquet(old)
+    with pytest.raises(Exception, match="(?i)conflicting"):
+        spark.read.parquet(old).collect()

@@ -72,7 +72,7 @@ def test_union_frame_equals_the_obvious_pandas_construction_cell_for_cell():
         ("window", 0, "between 1 and 10000"),
         ("operator", "flatMapGroupsWithState", "transformWithStateInPandas, applyInPandasWithState"),
         ("fetch_max_wait_ms", -1, "Kafka's default is 500"),
-        ("input_tasks", 0, "one task per Kafka partition"),
+        ("input_tasks", -1, "0 for one task per Kafka partition"),
     ],
 )
 def test_bad_job_config_names_field_value_and_fix_before_spark_starts(field, value, fix, tmp_path):
