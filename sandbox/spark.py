@@ -54,6 +54,11 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # that overhead (bench/job_bench.py: 4 -> 2 partitions took a batch from 4.3 to 2.6 s).
         # A streaming query keeps the number its checkpoint was created with.
         "spark.sql.shuffle.partitions": str(settings.spark_app_cores),
+        # Executors keep one Kafka consumer per (query, topic partition) between batches, in a
+        # pool Spark sizes at 64: past that it closes the oldest idle consumer on every borrow,
+        # so a fleet's 150 partitions (300 with the raw archive's query) built ~75 new consumers
+        # per executor and batch, each with its own metadata round trip (README, Known limits).
+        "spark.kafka.consumer.cache.capacity": "1024",
         # RocksDB commits upload a small changelog, not a snapshot, per batch.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
