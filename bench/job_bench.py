@@ -58,7 +58,8 @@ os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
 os.environ.setdefault("OSL_PORT_OFFSET", "20000")
 os.environ.setdefault("OSL_BACKEND", "local")
 
-from job.spark.config import OPERATORS  # noqa: E402  (after the sandbox variables above)
+from job.spark import lake  # noqa: E402  (after the sandbox variables above)
+from job.spark.config import OPERATORS  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -233,11 +234,12 @@ TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
                     verify: bool = True, partitions: int | None = None, raw: bool = False,
                     fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                    input_tasks: int | None = None) -> Throughput:  # fmt: skip
+                    input_tasks: int | None = None, layout: tuple[str, ...] | None = None) -> Throughput:  # fmt: skip
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
     archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries,
-    ``input_tasks`` is the job's ``input_tasks`` (None: its default; 0: one task per Kafka partition)."""
+    ``input_tasks`` is the job's ``input_tasks`` (None: its default; 0: one task per Kafka partition),
+    ``layout`` the sink's partition columns (None: the job's, ``lake.SINK_PARTITIONS``)."""
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
@@ -248,7 +250,8 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     if not track_rows:
         spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
     try:
-        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap, raw_in_sink=raw_in_sink)
+        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap, raw_in_sink=raw_in_sink,
+                                 partition_by=layout)  # fmt: skip
         for query in queries:
             query.awaitTermination()
     finally:
@@ -268,7 +271,8 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
         sum(p["numInputRows"] for p in steady) // reads, sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
         setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions,
                "raw": ("in sink" if raw_in_sink else "query") if raw else False,
-               "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows, "input_tasks": cfg.input_tasks},
+               "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows, "input_tasks": cfg.input_tasks,
+               "layout": list(layout or lake.SINK_PARTITIONS)},
         parts_ms=batch_parts(steady or batches),
         first_batch_ms=batches[0]["durationMs"]["triggerExecution"] if batches else None,
         steady_median_ms=steady_ms[len(steady_ms) // 2] if steady_ms else None,
@@ -445,6 +449,9 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--input-rounds", type=int, default=0,
                         help="sweep: then this many rounds of the Kafka read in one task per partition / coalesced to "
                              "the state partitions' count (JobConfig.input_tasks), alternating on the warm application")
+    parser.add_argument("--layout-rounds", type=int, default=0,
+                        help="sweep: then this many rounds of the lake with a folder per topic under each output (the "
+                             "layout before lake.SINK_PARTITIONS) / a folder per output, alternating on the warm application")
     parser.add_argument("--live-input-tasks", default="",
                         help="live phase: run the job once per value of JobConfig.input_tasks, 0 = one task per Kafka "
                              "partition (default: the job's default only)")
@@ -520,13 +527,14 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
 
         def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
                 fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                input_tasks: int | None = None) -> Throughput:  # fmt: skip
-            key = (stage if stage.startswith(("round", "input")) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
-                   raw_in_sink, input_tasks)  # fmt: skip
+                input_tasks: int | None = None, layout: tuple[str, ...] | None = None) -> Throughput:  # fmt: skip
+            rounds = ("round", "input", "topic dirs", "output dirs")
+            key = (stage if stage.startswith(rounds) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
+                   raw_in_sink, input_tasks, layout)  # fmt: skip
             if key not in done:
                 t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
                                     fetch_wait_ms=fetch_wait_ms, track_rows=track_rows, raw_in_sink=raw_in_sink,
-                                    input_tasks=input_tasks, tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
+                                    input_tasks=input_tasks, layout=layout, tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
                 t.setup.update(shape=shape.name, stage=stage)
                 done[key] = t
                 out.append(t)
@@ -557,6 +565,9 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         for n in range(1, args.input_rounds + 1):
             one(f"input {n}", op, cap, parts, input_tasks=0)
             one(f"input {n}", op, cap, parts, input_tasks=parts)
+        for n in range(1, args.layout_rounds + 1):
+            one(f"topic dirs {n}", op, cap, parts, layout=lake.LEGACY_SINK_PARTITIONS)
+            one(f"output dirs {n}", op, cap, parts, layout=lake.SINK_PARTITIONS)
     return out
 
 
@@ -564,20 +575,20 @@ def print_sweep(rows: list[Throughput]) -> None:
     """The sweep's one table: every run against its shape's baseline, with the per-batch parts."""
     print("\nsweep: backlog from the earliest offset, available-now; median ms per steady batch; "
           "x = records/s against the baseline on the same input")
-    head = (f"  {'shape':<7}{'stage':<13}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>8}{'wait':>5}{'in':>4}{'batches':>8}{'wall s':>8}"
+    head = (f"  {'shape':<7}{'stage':<15}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>8}{'wait':>5}{'in':>4}{'batches':>8}{'wall s':>8}"
             f"{'rec/s':>8}{'x':>6}{'batch':>7}{'latest':>7}{'plan':>6}{'addBatch':>9}{'wal':>6}{'commit':>7}{'state':>7}  verified")
     print(head)
     base = None
     for t in rows:
         if t.setup.get("stage") == "baseline":
             base = t
-            print(f"  {t.setup['shape']:<7}{'baseline':<13}{'1 Python process':<27}{'':>7}{'':>6}{'':>8}{'':>5}{'':>4}{t.batches:>8}"
+            print(f"  {t.setup['shape']:<7}{'baseline':<15}{'1 Python process':<27}{'':>7}{'':>6}{'':>8}{'':>5}{'':>4}{t.batches:>8}"
                   f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}{1:>6.2f}{'':>7}{'':>7}{'':>6}{'':>9}{'':>6}{'':>7}{'':>7}  "
                   f"{'yes' if t.verified else 'NO'}")  # fmt: skip
             continue
         m = t.parts_ms
         ratio = t.per_s / base.per_s if base else float("nan")
-        print(f"  {t.setup['shape']:<7}{t.setup['stage']:<13}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
+        print(f"  {t.setup['shape']:<7}{t.setup['stage']:<15}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
               f"{t.setup['partitions']:>6}{t.setup['raw'] or 'off':>8}{t.setup['fetch_wait_ms']:>5}{t.setup.get('input_tasks') or 'p':>4}{t.batches:>8}"
               f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}"
               f"{ratio:>6.2f}{m.get('triggerExecution', 0):>7.0f}{m.get('latestOffset', 0):>7.0f}{m.get('queryPlanning', 0):>6.0f}"

@@ -340,13 +340,17 @@ def state_partitions_warning(cfg: JobConfig) -> str | None:
     )
 
 
-def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False) -> list:
+def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False,
+          partition_by: tuple[str, ...] | None = None) -> list:
     """Start the sessions query (and the raw archive) and return the StreamingQuery handles.
 
     ``raw_in_sink`` writes the raw archive as the sink's fourth output (``output=raw``) from
     the sessions query, one query instead of two: bench/job_bench.py ``--raw-rounds`` compares
     the two, and one query was not faster (README, Known limits), so the job keeps two. The
     repair, the backfill and the archive verifier read the archive at ``cfg.raw_path`` only.
+    ``partition_by`` writes a new sink in another layout than :data:`lake.SINK_PARTITIONS`
+    (``--layout-rounds`` of the bench compares them); None: the sink's own
+    (:func:`lake.sink_partitions`).
     """
     # read by a new checkpoint only; an existing one keeps its own (state_partitions_warning)
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
@@ -367,7 +371,8 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False) -
         .option("path", sink)
         .option("checkpointLocation", str(cfg.checkpoint / "sessions"))
         .option("compression", "zstd")
-        .partitionBy(*lake.sink_partitions(spark, sink))  # and one from before the output folders, its topic folders
+        # a lake from before the output folders keeps its topic folders
+        .partitionBy(*(partition_by or lake.sink_partitions(spark, sink)))
         .outputMode("append")
         .queryName(f"{cfg.name}-sessions")
         .trigger(**cfg.trigger_kwargs())
