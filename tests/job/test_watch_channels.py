@@ -7,6 +7,8 @@ import contextlib
 import http.server
 import io
 import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -25,6 +27,7 @@ from job.ops.watch import (
 )
 from job.ops.watch.events import EventLog, batch_from_progress, event_from_dict, event_to_dict
 from job.ops.watch.rules import Alert, BatchCompleted, LagSample, QueryStarted, QueryTerminated
+from sandbox.health import wait_for
 
 ALERT = Alert(kind=AlertKind.LAG, query="q", at=1_700_000_000.0, figures={"lag_records": 1234}, message="1234 records behind")
 
@@ -168,3 +171,43 @@ def test_watchdog_samples_lag_and_ticks_into_a_stall_then_a_failing_sampler_keep
     assert lag.figures["lag_records"] == 400 and stall.figures["lag_records"] == 400
     assert recovered.figures["cleared"] == "stall"
     assert blind.figures["kafka_failure"] == "Kafka unreachable" and blind.figures["lag_records"] == "unknown"
+
+
+
+def test_a_killed_drivers_last_batch_is_applied_before_its_death_so_only_the_restart_recovers(tmp_path):
+    """Chapter 04 once paged 'recovered' before the driver kill and nothing after it: the event
+    log's last batch, written just before the SIGKILL, was read after the death was declared
+    and counted as the restarted query's recovery. Two real processes stand in for the
+    drivers; the log is read the way ``follow_log`` reads it, on the watchdog's tick."""
+    log, alerts = EventLog(tmp_path / "events.jsonl"), tmp_path / "alerts.jsonl"
+    position = 0
+
+    def new_lines():
+        nonlocal position
+        events, position = log.read_from(position)
+        return events
+
+    first, second = drivers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) for _ in range(2)]
+    dog = Watchdog(watch_pids=True, source=new_lines, channels=[JsonLinesChannel(alerts)], tick_s=0.05)
+    try:
+        with dog:
+            log.append(QueryStarted(query="q", at=time.time(), pid=first.pid))
+            log.append(BatchCompleted(query="q", at=time.time(), batch_id=0, input_rows=5))
+            wait_for(lambda: "q" in dog.state.queries and dog.state.queries["q"].last_batch_id == 0, timeout_s=10,
+                     what="the watchdog reading the first run's first batch")  # fmt: skip
+            log.append(BatchCompleted(query="q", at=time.time(), batch_id=1, input_rows=5))  # its last words...
+            first.kill()  # ...then SIGKILL, before the watchdog's next read
+            first.wait()
+            dog.wait_for("error", timeout_s=10)
+            log.append(QueryStarted(query="q", at=time.time(), pid=second.pid))
+            log.append(BatchCompleted(query="q", at=time.time(), batch_id=2, input_rows=5))
+            dog.wait_for("recovered", timeout_s=10)
+    finally:
+        for driver in drivers:
+            driver.kill()
+            driver.wait()
+    raised = [json.loads(line) for line in alerts.read_text().splitlines()]
+    assert [a["kind"] for a in raised] == ["error", "recovered"], raised
+    assert f"driver process {first.pid} is gone" in raised[0]["message"]
+    assert raised[1]["figures"] == {"cleared": "error", "batch_id": 2}, "the restarted run's first batch recovers, not the dead one's last"
+    assert raised[0]["at"] <= raised[1]["at"], "the page must read in the order things happened"

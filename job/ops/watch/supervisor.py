@@ -1,7 +1,7 @@
 """The supervisor: feeds events to :func:`job.ops.watch.rules.decide` and alerts to channels.
 
 Three threads, so that no slow part delays another: the *loop* applies queued events and
-a :class:`Tick` every ``tick_s``; the *sampler* asks Kafka for high watermarks every
+a :class:`Tick` every ``tick_s`` (reading the ``source`` first, when there is one); the *sampler* asks Kafka for high watermarks every
 ``lag_every_s`` (a paused broker blocks only it); the *dispatcher* sends alerts to the
 channels (a webhook that hangs until its timeout blocks only it). Channel failures are
 reported through ``report`` and kept in :attr:`Watchdog.failures`.
@@ -29,7 +29,19 @@ from pathlib import Path
 
 from job.ops.watch.channels import Channel, ChannelError
 from job.ops.watch.events import EventListener, EventLog
-from job.ops.watch.rules import Alert, AlertKind, Event, LagSample, Offsets, QueryTerminated, Thresholds, Tick, WatchState, decide
+from job.ops.watch.rules import (
+    Alert,
+    AlertKind,
+    Event,
+    LagSample,
+    Offsets,
+    QueryStarted,
+    QueryTerminated,
+    Thresholds,
+    Tick,
+    WatchState,
+    decide,
+)
 
 __all__ = ["Watchdog", "follow_log", "kafka_high_watermarks", "watch_spark"]
 
@@ -56,6 +68,13 @@ class Watchdog:
     topics; without it the lag rule never fires and the stall rule has no input to wait on.
     ``watch_pids``: when an event came from another process (the event log), a driver pid
     that disappears without a termination event becomes an error ("driver gone").
+    ``source`` (optional) returns the events written since its last call (the event log's
+    new lines). The loop reads it on every tick, *after* it looked for vanished drivers and
+    took the tick's time, so that everything a dead driver wrote before it died, and every
+    batch that completed before the tick, is applied before the death and before time passes.
+    Read on its own clock, a killed driver's last batch could arrive after its death was
+    declared and pass for the restarted query's recovery, and a batch already in the log
+    could be missed by a stall check.
     """
 
     def __init__(
@@ -67,6 +86,7 @@ class Watchdog:
         tick_s: float = 1.0,
         lag_every_s: float = 5.0,
         watch_pids: bool = False,
+        source: Callable[[], Iterable[Event]] | None = None,
         clock: Callable[[], float] = time.time,
         report: Callable[[str], None] = _say,
     ) -> None:
@@ -74,7 +94,7 @@ class Watchdog:
         self.thresholds = thresholds or Thresholds()
         self._high_watermarks = high_watermarks
         self._tick_s, self._lag_every_s = tick_s, lag_every_s
-        self._watch_pids, self._clock, self._report = watch_pids, clock, report
+        self._watch_pids, self._source, self._clock, self._report = watch_pids, source, clock, report
         self._events: queue.Queue[Event] = queue.Queue()
         self._outbox: queue.Queue[Alert | None] = queue.Queue()
         self._state = WatchState()
@@ -158,6 +178,7 @@ class Watchdog:
         for thread in self._threads:
             if thread.name != "watchdog-dispatch":
                 thread.join()
+        self._read_source()
         self._drain_events()
         self._outbox.put(None)
         for thread in self._threads:
@@ -185,28 +206,42 @@ class Watchdog:
         for item in raised if alert else ():
             self._outbox.put(item)
 
-    def _drain_events(self) -> None:
+    def _drain_events(self, *, gone: dict[str, int] | None = None, at: float = 0.0) -> None:
         while True:
             try:
                 event = self._events.get_nowait()
             except queue.Empty:
                 return
+            if gone and isinstance(event, QueryStarted) and event.query in gone:
+                # restarted before its old driver's death was applied: the death comes first
+                self._vanished(event.query, gone[event.query], at=min(at, event.at))
             self._apply(event)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._drain_events()
-            if self._watch_pids:
-                self._check_pids()
-            self._apply(Tick(at=self._clock()))
+            self._step()
             self._stop.wait(self._tick_s)
 
-    def _check_pids(self) -> None:
-        for query, pid in list(self._pids.items()):
-            watch = self._state.queries.get(query)
-            if watch is not None and watch.active and not _alive(pid):
-                self._apply(QueryTerminated(query=query, at=self._clock(),
-                                            error=f"driver process {pid} is gone without a termination event (killed, or crashed)"))  # fmt: skip
+    def _step(self) -> None:
+        """One tick: note the time and the drivers that are gone, then read and apply what
+        happened before (the source's new events, the queue), then the deaths, then time."""
+        now = self._clock()
+        gone = {query: pid for query, pid in self._pids.items() if not _alive(pid)} if self._watch_pids else {}
+        self._read_source()
+        self._drain_events(gone=gone, at=now)
+        for query, pid in gone.items():
+            self._vanished(query, pid, at=now)
+        self._apply(Tick(at=now))
+
+    def _read_source(self) -> None:
+        for event in self._source() if self._source is not None else ():
+            self._events.put(event)
+
+    def _vanished(self, query: str, pid: int, *, at: float) -> None:
+        watch = self._state.queries.get(query)
+        if self._pids.get(query) == pid and watch is not None and watch.active:
+            self._apply(QueryTerminated(query=query, at=at,
+                                        error=f"driver process {pid} is gone without a termination event (killed, or crashed)"))  # fmt: skip
 
     def _sample(self) -> None:
         assert self._high_watermarks is not None
@@ -282,16 +317,20 @@ def watch_spark(spark, *, event_log: str | Path | None = None, settle_s: float =
 
 def follow_log(path: str | Path, *, until: Callable[[], bool], poll_s: float = 0.5, **kwargs) -> Watchdog:
     """Watch the job that writes the event log ``path`` (from another process) until
-    ``until()`` is true or Ctrl-C. Past events are replayed silently; pid watching is on.
-    Every pending alert is delivered before this returns the stopped watchdog."""
+    ``until()`` is true or Ctrl-C. Past events are replayed silently; pid watching is on;
+    the log is read on the watchdog's own tick (``tick_s``), see :class:`Watchdog`'s
+    ``source``. Every pending alert is delivered before this returns the stopped watchdog."""
     log = EventLog(path)
-    dog = Watchdog(watch_pids=True, **kwargs)
     history, position = log.read_from(0)
+
+    def new_lines() -> list[Event]:
+        nonlocal position
+        events, position = log.read_from(position)
+        return events
+
+    dog = Watchdog(watch_pids=True, source=new_lines, **kwargs)
     dog.replay(history)
     with dog, contextlib.suppress(KeyboardInterrupt):
         while not until():
-            events, position = log.read_from(position)
-            for event in events:
-                dog.feed(event)
             time.sleep(poll_s)
     return dog
