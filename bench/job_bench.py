@@ -45,6 +45,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -440,18 +441,13 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--skip-backlog", action="store_true")
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-warmup", action="store_true", help="no untimed warm-up run of the Spark application")
-    parser.add_argument("--raw-rounds", type=int, default=0,
-                        help="sweep: then this many rounds of the raw archive off / as a second query / in the sink, "
-                             "alternating on the warm application (the stages' order drifts: each run is faster than the last)")
+    for flag, (what, _) in ROUNDS.items():
+        parser.add_argument(f"--{flag}-rounds", type=int, default=0,
+                            help=f"sweep: then this many rounds of {what}, alternating on the warm application (the "
+                                 "stages' order drifts: each run is faster than the last)")
     parser.add_argument("--no-side-stages", action="store_true",
                         help="sweep: skip the side stages (Kafka's fetch wait, the raw archive, RocksDB's row count); "
-                             "with --raw-rounds or --input-rounds, for the rounds alone")
-    parser.add_argument("--input-rounds", type=int, default=0,
-                        help="sweep: then this many rounds of the Kafka read in one task per partition / coalesced to "
-                             "the state partitions' count (JobConfig.input_tasks), alternating on the warm application")
-    parser.add_argument("--layout-rounds", type=int, default=0,
-                        help="sweep: then this many rounds of the lake with a folder per topic under each output (the "
-                             "layout before lake.SINK_PARTITIONS) / a folder per output, alternating on the warm application")
+                             f"with {' or '.join(f'--{flag}-rounds' for flag in ROUNDS)}, for the rounds alone")
     parser.add_argument("--live-input-tasks", default="",
                         help="live phase: run the job once per value of JobConfig.input_tasks, 0 = one task per Kafka "
                              "partition (default: the job's default only)")
@@ -528,8 +524,7 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
                 fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
                 input_tasks: int | None = None, layout: tuple[str, ...] | None = None) -> Throughput:  # fmt: skip
-            rounds = ("round", "input", "topic dirs", "output dirs")
-            key = (stage if stage.startswith(rounds) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
+            key = (stage if stage.startswith(ROUND_LABELS) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
                    raw_in_sink, input_tasks, layout)  # fmt: skip
             if key not in done:
                 t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
@@ -558,17 +553,30 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
             one("raw", op, cap, parts, raw=True)
             one("raw, 1 query", op, cap, parts, raw=True, raw_in_sink=True)
             one("rows off", op, cap, parts, track_rows=False)
-        for n in range(1, args.raw_rounds + 1):
-            one(f"round {n}", op, cap, parts)
-            one(f"round {n}", op, cap, parts, raw=True)
-            one(f"round {n}", op, cap, parts, raw=True, raw_in_sink=True)
-        for n in range(1, args.input_rounds + 1):
-            one(f"input {n}", op, cap, parts, input_tasks=0)
-            one(f"input {n}", op, cap, parts, input_tasks=parts)
-        for n in range(1, args.layout_rounds + 1):
-            one(f"topic dirs {n}", op, cap, parts, layout=lake.LEGACY_SINK_PARTITIONS)
-            one(f"output dirs {n}", op, cap, parts, layout=lake.SINK_PARTITIONS)
+        for flag, (_, variants) in ROUNDS.items():
+            for n in range(1, getattr(args, f"{flag}_rounds") + 1):
+                for label, settings_of in variants:
+                    one(f"{label} {n}", op, cap, parts, **settings_of(parts))
     return out
+
+
+#: The sweep's alternating rounds, after its stages, on the warm application: ``--<flag>-rounds``
+#: -> (what a round alternates, for --help; each variant's stage label and its arguments of the
+#: sweep's run, from the state partitions the stages chose).
+ROUNDS: dict[str, tuple[str, list[tuple[str, Callable[[int], dict]]]]] = {
+    "raw": ("the raw archive off / as a second query / in the sink",
+            [("round", lambda _: {}), ("round", lambda _: {"raw": True}),
+             ("round", lambda _: {"raw": True, "raw_in_sink": True})]),
+    "input": ("the Kafka read in one task per partition / coalesced to the state partitions' count "
+              "(JobConfig.input_tasks)",
+              [("input", lambda _: {"input_tasks": 0}), ("input", lambda parts: {"input_tasks": parts})]),
+    "layout": ("the lake with a folder per topic under each output (the layout before lake.SINK_PARTITIONS) / "
+               "a folder per output",
+               [("topic dirs", lambda _: {"layout": lake.LEGACY_SINK_PARTITIONS}),
+                ("output dirs", lambda _: {"layout": lake.SINK_PARTITIONS})]),
+}  # fmt: skip
+#: Their stage labels: a round's run is never taken for an earlier stage's run of the same setup.
+ROUND_LABELS = tuple(label for _, variants in ROUNDS.values() for label, _ in variants)
 
 
 def print_sweep(rows: list[Throughput]) -> None:

@@ -54,9 +54,8 @@ LEGACY_SINK_PARTITIONS: tuple[str, ...] = ("output", "topic")
 def sink_partitions(spark, sink: str) -> tuple[str, ...]:
     """The partition columns to write ``sink`` with: :data:`SINK_PARTITIONS`, or the topic
     folders of an existing sink written before them (:data:`LEGACY_SINK_PARTITIONS`)."""
-    jvm = spark.sparkContext._jvm
-    pattern = jvm.org.apache.hadoop.fs.Path(sink.rstrip("/") + "/output=*/topic=*")
-    found = pattern.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).globStatus(pattern)
+    fs, pattern = _hadoop_path(spark, sink.rstrip("/") + "/output=*/topic=*")
+    found = fs.globStatus(pattern)
     return LEGACY_SINK_PARTITIONS if found is not None and len(found) > 0 else SINK_PARTITIONS
 
 
@@ -119,11 +118,16 @@ def kept_path(sink_path: str) -> str:
     return sink_path.rstrip("/") + "-kept"
 
 
+def _hadoop_path(spark, path: str):
+    """``path`` as a Hadoop Path, with its file system (s3a:// or local)."""
+    hpath = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+
 def path_exists(spark, path: str) -> bool:
     """True when ``path`` exists on its Hadoop file system (s3a:// or local)."""
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    return bool(hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(hpath))
+    fs, hpath = _hadoop_path(spark, path)
+    return bool(fs.exists(hpath))
 
 
 def read_sink(spark, sink_path: str):
