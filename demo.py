@@ -219,7 +219,7 @@ def _pipeline(settings: Settings, args) -> bool:
             producer.join(30.0)
         spark.stop()
     print("\n".join("   " + line for line in report.summary().splitlines()))
-    print(f"\n   outputs: {cfg.sink_path} (rows, sessions, quarantine) and {cfg.raw_path}")
+    print(f"\n   outputs: {cfg.sink_path} (rows, sessions, quarantine, and the raw archive of the input)")
     return bool(report.ok)
 
 

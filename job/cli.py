@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     backfill.add_argument("--from", dest="start", required=True, help="range start, included (e.g. 2026-11-22T21:00:00Z)")
     backfill.add_argument("--to", dest="end", required=True, help="range end, excluded")
     backfill.add_argument("--lake", help="lake root the job writes (default: s3a://<bucket>/job)")
-    backfill.add_argument("--raw", help="raw archive (default: <lake>/raw)")
+    backfill.add_argument("--raw", help="the lake whose raw archive to replay, or an older job's archive folder (default: --lake)")
     backfill.add_argument("--version", help="output version name (default: derived from the range)")
     backfill.add_argument("--overwrite", action="store_true", help="replace an existing output version")
     backfill.add_argument("--policy", default="resync", help="strict | resync | window | none (default: resync)")

@@ -56,7 +56,8 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         "spark.sql.shuffle.partitions": str(settings.spark_app_cores),
         # Executors keep one Kafka consumer per (query, topic partition) between batches, in a
         # pool Spark sizes at 64: past that it closes the oldest idle consumer on every borrow,
-        # so a fleet's 150 partitions (300 with the raw archive's query) built ~75 new consumers
+        # so a fleet's 150 partitions (300 with the raw archive, whose branch of the query reads
+        # Kafka a second time) built ~75 new consumers
         # per executor and batch, each with its own metadata round trip (README, Known limits).
         "spark.kafka.consumer.cache.capacity": "1024",
         # RocksDB commits upload a small changelog, not a snapshot, per batch.

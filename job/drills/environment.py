@@ -19,7 +19,7 @@ the pure parts are unit-tested in tests/job/test_environment_units.py.
 How "output flowing again" is measured: the job writes one ``BatchCompleted`` event per
 micro-batch to ``<checkpoint>/events.jsonl`` (:mod:`job.ops.watch.events`), stamped when the
 batch's progress was reported, i.e. when its output was committed. Only the sessions
-query counts (its name ends in ``-sessions``; the job's raw-archive query writes the same
+query counts (its name ends in ``-sessions``; an older job's raw-archive query writes the same
 log, and the watchdog alerts for it too, which would count every fault twice). A fault's *time to
 flow* is the completion time of the first batch with input rows after the fault's
 reference moment, minus the injection time. The reference moment is the injection for a

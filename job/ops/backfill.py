@@ -1,7 +1,8 @@
 """Backfill from the lake: rebuild the job's output from its raw archive, without the broker.
 
-The streaming job archives every input record (``JobConfig.raw_path``: Parquet, partitioned
-by topic, columns topic/partition/offset/key/value/timestamp). Kafka keeps records only for
+The streaming job archives every input record (the sink's ``raw`` output, or the folder
+``<lake>/raw`` of an older job's archive query; :func:`job.spark.lake.read_raw` reads both as
+topic/partition/offset/key/value/timestamp). Kafka keeps records only for
 its retention; the archive keeps them as long as the lake does, in a columnar format that
 is cheap to scan. :func:`backfill` replays a time range of the archive through the *same*
 session core the streaming job runs (:func:`job.spark.pipeline.apply_records`, i.e.
@@ -307,26 +308,23 @@ def _now_ms() -> int:
 # -- the archive ----------------------------------------------------------------------------
 
 
-def _read_archive(spark, raw_path: str):
-    from pyspark.errors import AnalysisException
-
-    if not lake.path_exists(spark, raw_path):
+def _read_archive(spark, where: str):
+    """The raw archive of the lake root ``where`` (or an older job's archive folder)."""
+    archive = lake.read_raw(spark, where)
+    if archive is None:
         raise BackfillError(
-            "archive", raw_path,
-            "no raw archive there: run the job with the archive on (JobConfig.raw_archive, the default) "
-            "or pass --raw / --lake naming the lake the job wrote",
+            "archive", where,
+            "no lake and no raw archive there: pass --lake (or --raw) naming the lake root the job wrote",
         )  # fmt: skip
-    try:
-        return spark.read.parquet(raw_path)
-    except AnalysisException as exc:
-        raise BackfillError("archive", raw_path, f"it holds no readable Parquet ({str(exc)[:200]}); check the path") from None
+    return archive
 
 
-def archive_bounds(spark, raw_path: str) -> tuple[int, int] | None:
-    """The first and last record timestamps (epoch ms) in the archive, None when it is empty."""
+def archive_bounds(spark, where: str) -> tuple[int, int] | None:
+    """The first and last record timestamps (epoch ms) in the raw archive of the lake root
+    ``where``, None when it is empty (the job ran without the archive, or read nothing yet)."""
     from pyspark.sql import functions as F
 
-    row = _read_archive(spark, raw_path).agg(
+    row = _read_archive(spark, where).agg(
         F.min(F.unix_millis("timestamp")).alias("lo"), F.max(F.unix_millis("timestamp")).alias("hi")
     ).first()
     return None if row is None or row.lo is None else (int(row.lo), int(row.hi))
@@ -416,7 +414,8 @@ def backfill(
 ) -> BackfillResult:
     """Replay the archive's records in ``[start, end)`` into ``<lake_root>/backfill/<version>``.
 
-    ``raw_path`` defaults to ``<lake_root>/raw`` (where the job archives). ``version``
+    ``raw_path``: the lake root whose archive to replay (or an older job's archive folder),
+    by default ``lake_root``. ``version``
     defaults to the range (``<T1>--<T2>``). Raises :class:`BackfillError` when the range is
     bad or empty, the archive is missing, or the version exists and ``overwrite`` is False.
     Readers are not affected: see :func:`merge` and :func:`switch`.
@@ -431,12 +430,13 @@ def backfill(
     _job_version(job_version)
     if isinstance(start, int) and isinstance(end, int):
         TimeRange(start, end)  # a bad range fails before Spark reads anything
-    raw_path = raw_path or f"{lake_root.rstrip('/')}/raw"
+    raw_path = raw_path or lake_root
     archive = _read_archive(spark, raw_path)
     bounds = archive_bounds(spark, raw_path)
     span = resolve_range(start, end, bounds)
     if bounds is None or span.end_ms <= bounds[0] or span.start_ms > bounds[1]:
-        held = "it is empty" if bounds is None else f"it holds {TimeRange(bounds[0], bounds[1] + 1)}"
+        held = ("it is empty: did the job run with --no-raw-archive?" if bounds is None
+                else f"it holds {TimeRange(bounds[0], bounds[1] + 1)}")  # fmt: skip
         raise BackfillError(f"time range {span}", raw_path, f"no archived record in it ({held}); pick a range inside")
     version = version or f"{_compact(span.start_ms)}--{_compact(span.end_ms)}"
     if not re.fullmatch(r"[A-Za-z0-9._+-]+", version):
@@ -537,7 +537,9 @@ def merge(spark, *, lake_root: str, sources: Sequence[str], version: str, overwr
         path = lake.find_sink(spark, source)
         if not lake.path_exists(spark, path):
             raise BackfillError(f"merge source {source}", path, f"no {lake.SINK_DIR} there: check the version name")
-        frames.append(spark.read.parquet(path).select(*columns).withColumn("_rank", F.lit(rank)))
+        # the live lake's raw archive is input, not output: merged, it would claim every record
+        outputs = spark.read.parquet(path).where(F.col("output") != lake.RAW_OUTPUT)
+        frames.append(outputs.select(*columns).withColumn("_rank", F.lit(rank)))
     union = reduce(lambda a, b: a.unionByName(b), frames)
     bucket = F.floor(F.col("offset") / _MERGE_BUCKET)
     merged = union.groupBy("topic", "partition", bucket.alias("_bucket")).applyInPandas(

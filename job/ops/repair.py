@@ -19,7 +19,8 @@ The six steps, as :func:`plan_repair` and :func:`apply_repair` carry them out:
    these, each session at its own;
 3. cut the output after those offsets (see below);
 4. compute the Kafka source's ``startingOffsets`` JSON, every partition listed;
-5. back up, then remove, the checkpoint (both locations: ``sessions`` and ``raw``);
+5. back up, then remove, the checkpoint (the ``sessions`` query's, and the archive query's
+   ``raw`` where an older job ran one);
 6. start the job from those offsets, dropping each session's records before its own cut
    (:attr:`job.spark.config.JobConfig.session_cuts`): they are in the kept output already, and a
    session state that starts empty would otherwise quarantine them as orphans. A session
@@ -360,7 +361,8 @@ def _read_inputs(spark, bootstrap: str, ends: Mapping[Partition, int]) -> pd.Dat
     return df.toPandas()
 
 
-def _read_lake(spark, sink: str, raw_path: str | None) -> dict[str, pd.DataFrame]:
+def _read_lake(spark, sink: str, lake_root: str | None) -> dict[str, pd.DataFrame]:
+    """The three outputs of ``sink``, and the raw archive of ``lake_root`` (None: none)."""
     from job.spark import lake
 
     out = {
@@ -369,8 +371,9 @@ def _read_lake(spark, sink: str, raw_path: str | None) -> dict[str, pd.DataFrame
         "sessions": lake.read_output(spark, sink, "sessions").select("session", "status", "topic", "partition", "offset"),
     }  # fmt: skip
     frames = {name: df.toPandas() for name, df in out.items()}
-    if raw_path and (lake.path_exists(spark, raw_path) or lake.path_exists(spark, lake.kept_path(raw_path))):
-        frames["raw"] = lake.read_raw(spark, raw_path).select("topic", "partition", "offset").toPandas()
+    raw = lake.read_raw(spark, lake_root) if lake_root else None
+    if raw is not None:
+        frames["raw"] = raw.select("topic", "partition", "offset").toPandas()
     return frames
 
 
@@ -455,7 +458,7 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     progress(f"[repair] step 1: rows carry topic/partition/offset; checkpoint read up to {sum(ends.values())} offsets in {len(ends)} partition(s)")
     bootstrap = settings.endpoints().kafka_bootstrap
     inputs = _read_inputs(spark, bootstrap, ends)
-    frames = _read_lake(spark, sink, cfg.raw_path if cfg.raw_archive else None)
+    frames = _read_lake(spark, sink, cfg.output if cfg.raw_archive else None)
     from job.spark.pipeline import source_end_offsets
 
     kafka = [(t, int(p)) for t, parts in source_end_offsets(bootstrap, cfg.topic_prefix).items() for p in parts]
@@ -494,8 +497,11 @@ def _hadoop(spark):
 
 
 def _cut_frame(spark, df, plan: RepairPlan, *, by_session: bool):
-    """Keep the rows before their session's cut (or, for the raw archive, the partition's restart)."""
+    """Keep the rows before their session's cut (or, for the raw archive, in the sink or in its
+    own folder, the partition's restart: the restarted job archives from there)."""
     from pyspark.sql import functions as F
+
+    from job.spark import lake
 
     restart = {(p.topic, p.partition): p.restart for p in plan.partitions}
     part_key = F.concat_ws("\x00", F.col("topic"), F.col("partition").cast("string"))
@@ -505,7 +511,8 @@ def _cut_frame(spark, df, plan: RepairPlan, *, by_session: bool):
         value = F.when(F.col("output") == "quarantine", F.col("key")).otherwise(F.col("session"))
         gk = F.when(value.isNull() | (value == ""), F.concat(F.lit(_NO_KEY), F.col("topic"))).otherwise(value)
         cut_entries = [x for (t, p, k), o in plan.cuts.items() for x in (F.lit(f"{t}\x00{p}\x00{k}"), F.lit(o))]
-        limit = F.coalesce(F.create_map(*cut_entries)[F.concat_ws("\x00", part_key, gk)], limit)
+        by_cut = F.coalesce(F.create_map(*cut_entries)[F.concat_ws("\x00", part_key, gk)], limit)
+        limit = F.when(F.col("output") == lake.RAW_OUTPUT, limit).otherwise(by_cut)
     return df.where(limit.isNull() | (F.col("offset") < limit))
 
 
@@ -525,7 +532,10 @@ def apply_repair(spark, settings, cfg, plan: RepairPlan, *, restart: Callable[[A
         (folder / "plan.json").write_text(plan.to_json())
     journal = _Journal(folder)
     copy, delete = _hadoop(spark)
-    outputs = [(lake.find_sink(spark, cfg.output), True)] + ([(cfg.raw_path, False)] if cfg.raw_archive else [])
+    # the sink (cut by session; its raw output by partition), and an older job's archive folder
+    legacy = lake.legacy_raw_path(cfg.output)
+    outputs = [(lake.find_sink(spark, cfg.output), True)]
+    outputs += [(path, False) for path, in_sink in lake.raw_parts(spark, cfg.output) if path == legacy and cfg.raw_archive]
     store = cfg.output.rstrip("/") + f"/_repair/{folder.name}"
 
     def step(name: str, number: int, what: str, action: Callable[[], None]) -> None:

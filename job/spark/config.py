@@ -37,9 +37,9 @@ _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$
 class JobConfig:
     """What the job reads, how strictly, and where it writes.
 
-    ``output`` is the lake root: the job writes ``<output>/out`` (one Parquet file
-    sink holding the ``rows``, ``sessions`` and ``quarantine`` outputs as partitions of the
-    ``output`` column) and ``<output>/raw`` (the input archive). ``checkpoint`` is a local
+    ``output`` is the lake root: the job writes ``<output>/out``, one Parquet file sink
+    holding the ``rows``, ``sessions`` and ``quarantine`` outputs and the input archive
+    (``raw``, with ``raw_archive``) as partitions of the ``output`` column. ``checkpoint`` is a local
     (or shared-volume) directory, never object storage: S3 has no atomic rename, which the
     checkpoint's metadata log relies on.
     """
@@ -132,10 +132,6 @@ class JobConfig:
     def sink_path(self) -> str:
         """The file sink's folder for a new lake (an existing one: :func:`job.spark.lake.find_sink`)."""
         return lake.sink_path(self.output)
-
-    @property
-    def raw_path(self) -> str:
-        return self.output.rstrip("/") + "/raw"
 
     def trigger_kwargs(self) -> dict[str, object]:
         """Keyword arguments for ``DataStreamWriter.trigger``."""

@@ -1,9 +1,10 @@
 """The lake's layout and schemas: one union schema for the stateful operator's output, split
-into the ``rows``, ``sessions`` and ``quarantine`` outputs by the ``output`` partition column.
+into the ``rows``, ``sessions`` and ``quarantine`` outputs by the ``output`` partition column,
+and the raw archive of the input beside them as a fourth output, ``raw``.
 
-One file sink (not three) keeps the three outputs of a micro-batch in one atomic commit of
-the sink's ``_spark_metadata`` log; read them through Spark (or :func:`read_output`) so that
-files of uncommitted batches are ignored.
+One file sink (not four) keeps the outputs of a micro-batch in one atomic commit of the
+sink's ``_spark_metadata`` log; read them through Spark (or :func:`read_output`,
+:func:`read_raw`) so that files of uncommitted batches are ignored.
 
 After a repair (:mod:`job.ops.repair`) an output has two parts: the file sink's directory,
 with a fresh ``_spark_metadata`` log that only the restarted job writes to, and beside it
@@ -17,6 +18,17 @@ from __future__ import annotations
 from typing import Literal
 
 Output = Literal["rows", "sessions", "quarantine"]
+#: The ``output`` of the raw archive's rows: every input record, written by the same query and
+#: commit as the outputs it produced (:func:`job.spark.pipeline.raw_rows`).
+RAW_OUTPUT = "raw"
+#: The archive's columns as :func:`read_raw` returns them (``timestamp``: Kafka's, as a timestamp).
+RAW_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
+#: Where a job before the archive joined the sink archived the input: a second query's file
+#: sink ``<lake>/raw``, partitioned by topic, with its own checkpoint ``<checkpoint>/raw``. A
+#: job whose checkpoint has that query keeps it (:func:`job.spark.pipeline.start`), since a
+#: switch would leave out the records between the two queries' offsets; :func:`read_raw`
+#: reads both places.
+LEGACY_RAW_DIR = "raw"
 
 #: The file sink's folder under a lake root; it holds all three outputs.
 SINK_DIR = "out"
@@ -151,6 +163,43 @@ def read_output(spark, sink: str, output: Output):
     return df.where(F.col("output") == output).select(*COLUMNS[output])
 
 
-def read_raw(spark, raw_path: str):
-    """The raw archive: every input record with topic, partition, offset, key, value, timestamp."""
-    return read_sink(spark, raw_path)
+def legacy_raw_path(lake_root: str) -> str:
+    """The folder of a lake's archive as its own query wrote it (:data:`LEGACY_RAW_DIR`)."""
+    return lake_root.rstrip("/") + "/" + LEGACY_RAW_DIR
+
+
+def _held(spark, path: str) -> bool:
+    return path_exists(spark, path) or path_exists(spark, kept_path(path))
+
+
+def raw_parts(spark, where: str) -> list[tuple[str, bool]]:
+    """The folders holding the raw archive of the lake root ``where``, as (folder, in the sink):
+    the sink (its ``raw`` output) and an archive query's folder (:data:`LEGACY_RAW_DIR`).
+    ``where`` may also name such a folder itself (``--raw`` of an older job's archive)."""
+    sink, legacy = find_sink(spark, where), legacy_raw_path(where)
+    found = [(path, in_sink) for path, in_sink in ((sink, True), (legacy, False)) if _held(spark, path)]
+    if not found and _held(spark, where):
+        found.append((where, False))
+    return found
+
+
+def read_raw(spark, where: str):
+    """The raw archive of the lake root ``where``: every input record with the
+    :data:`RAW_COLUMNS`, read through the sinks' metadata logs (plus what a repair kept).
+    None when there is no sink or archive folder there. A lake whose archive moved into the
+    sink after a repair has both parts; a record in both is returned once."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    frames = []
+    for path, in_sink in raw_parts(spark, where):
+        df = read_sink(spark, path)
+        if in_sink:
+            df = df.where(F.col("output") == RAW_OUTPUT).withColumn("timestamp", F.timestamp_millis("event_ts_ms"))
+        frames.append(df.select(*RAW_COLUMNS))
+    if not frames:
+        return None
+    if len(frames) == 1:
+        return frames[0]
+    return reduce(lambda a, b: a.unionByName(b), frames).dropDuplicates(["topic", "partition", "offset"])

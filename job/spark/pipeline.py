@@ -9,7 +9,8 @@
              state store, processing-time timers that expire idle sessions. Spark does not order rows within a group, so each batch's
              rows are sorted by (partition, offset) before the pure state machine sees them.
     sink     one Parquet file sink partitioned by output (``lake.SINK_PARTITIONS``; topic is a
-             column); a second query archives the raw input, partitioned by topic. Checkpoints
+             column): the three outputs of the operator and, as a fourth, ``raw``, the archive
+             of every input record, from the same Kafka read, trigger and commit. Checkpoints
              live on local disk.
 """
 
@@ -264,14 +265,14 @@ def _cut_of_record(cuts):
 
 
 def raw_rows(kafka):
-    """The raw archive as rows of the union schema (``output=raw``): a record's Kafka
-    coordinates, key and value, and its Kafka timestamp in ``event_ts_ms``."""
+    """The raw archive as rows of the union schema (``output=raw``, :data:`lake.RAW_OUTPUT`): a
+    record's Kafka coordinates, key and value, and its Kafka timestamp in ``event_ts_ms``."""
     from pyspark.sql import functions as F
 
     fields = {
-        "output": F.lit("raw"), "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
+        "output": F.lit(lake.RAW_OUTPUT), "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
         "key": F.col("key").cast("string"), "value": F.col("value"),
-        "event_ts_ms": (F.col("timestamp").cast("double") * 1000).cast("long"),
+        "event_ts_ms": F.unix_millis("timestamp"),  # whole ms, as the backfill reads them
     }  # fmt: skip
     return kafka.select(*[(fields[n] if n in fields else F.lit(None)).cast(kind).alias(n) for n, kind in lake.UNION_COLUMNS])
 
@@ -289,7 +290,7 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str, kafka=None):
         "topic",
         "partition",
         "offset",
-        (F.col("timestamp").cast("double") * 1000).cast("long").alias("kafka_ts_ms"),
+        F.unix_millis("timestamp").alias("kafka_ts_ms"),
     )
     if cfg.session_cuts:
         source = source.where(F.col("offset") >= _cut_of_record(cfg.session_cuts))
@@ -340,18 +341,30 @@ def state_partitions_warning(cfg: JobConfig) -> str | None:
     )
 
 
-def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False,
-          partition_by: tuple[str, ...] | None = None) -> list:
-    """Start the sessions query (and the raw archive) and return the StreamingQuery handles.
+def archive_query_kept(cfg: JobConfig) -> bool:
+    """True when ``cfg.checkpoint`` holds the raw archive's own query (``raw``), as a job
+    before the archive joined the sink started it: that job keeps its second query."""
+    return (cfg.checkpoint / "raw" / "offsets").is_dir()
 
-    ``raw_in_sink`` writes the raw archive as the sink's fourth output (``output=raw``) from
-    the sessions query, one query instead of two: bench/job_bench.py ``--raw-rounds`` compares
-    the two, and one query was not faster (README, Known limits), so the job keeps two. The
-    repair, the backfill and the archive verifier read the archive at ``cfg.raw_path`` only.
+
+def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = None,
+          partition_by: tuple[str, ...] | None = None) -> list:
+    """Start the sessions query (and, in an older job's checkpoint, the raw archive's own
+    query) and return the StreamingQuery handles.
+
+    ``raw_in_sink``: write the raw archive as the sink's fourth output (``output=raw``) from
+    the sessions query, one query instead of two. None (the default): in the sink, unless
+    the checkpoint holds the archive's own query (:func:`archive_query_kept`): switching
+    would archive from the sessions query's offsets, not from where the archive query
+    stopped, so a record between the two would never be archived. One query measured faster
+    once the lake had one folder per output (bench/job_bench.py ``--raw-rounds``; README,
+    Known limits). Readers find the archive in either place (:func:`lake.read_raw`).
     ``partition_by`` writes a new sink in another layout than :data:`lake.SINK_PARTITIONS`
     (``--layout-rounds`` of the bench compares them); None: the sink's own
     (:func:`lake.sink_partitions`).
     """
+    if raw_in_sink is None:
+        raw_in_sink = not archive_query_kept(cfg)
     # read by a new checkpoint only; an existing one keeps its own (state_partitions_warning)
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
     # (sandbox/cds_warmup.py mirrors this provider and operator; change both, and bump sandbox.cds._FORMAT)
@@ -383,7 +396,7 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool = False,
             kafka_stream(spark, cfg, bootstrap)
             .selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "value", "timestamp")
             .writeStream.format("parquet")
-            .option("path", cfg.raw_path)
+            .option("path", lake.legacy_raw_path(cfg.output))
             .option("checkpointLocation", str(cfg.checkpoint / "raw"))
             .option("compression", "zstd")
             .partitionBy("topic")

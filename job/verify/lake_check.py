@@ -89,9 +89,9 @@ def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, pr
 
 
 def verify_archive(settings, *, ledger: str, lake: str, spark=None, raw_path: str | None = None):
-    """Check that every record the ledger says Kafka acknowledged is in the raw archive
-    (``<lake>/raw`` unless ``raw_path``); returns :class:`job.verify.archive_check.ArchiveReport`.
-    Only the ledger's topics are read."""
+    """Check that every record the ledger says Kafka acknowledged is in the raw archive of the
+    lake root ``lake`` (or of ``raw_path``: another lake root, or an older job's archive folder);
+    returns :class:`job.verify.archive_check.ArchiveReport`. Only the ledger's topics are read."""
     from pyspark.sql import functions as F
 
     from job.spark.lake import read_raw
@@ -100,6 +100,8 @@ def verify_archive(settings, *, ledger: str, lake: str, spark=None, raw_path: st
     spark = spark or verifier_session(settings)
     frame = load_ledger(settings, ledger)
     topics = sorted(set(frame["topic"].dropna()))
-    raw = read_raw(spark, raw_path or lake.rstrip("/") + "/raw")
+    raw = read_raw(spark, raw_path or lake)
+    if raw is None:
+        raise LakeError(raw_path or lake, "no sink and no raw archive here", "pass the lake root the job wrote (--lake, or --raw)")
     archived = raw.where(F.col("topic").isin(topics)).select("topic", "partition", "offset").toPandas()
     return check_archive(frame, archived)

@@ -73,7 +73,7 @@ def test_whole_archive_backfill_after_kafka_lost_its_copy_verifies_clean_and_swi
 
 def test_overlapping_ranges_merge_without_duplicates_and_verify_clean(sandbox, spark, archived):
     cfg, ledger = archived
-    lo, hi = bf.archive_bounds(spark, cfg.raw_path)
+    lo, hi = bf.archive_bounds(spark, cfg.output)
     mid, overlap = (lo + hi) // 2, (hi - lo) // 10
     first = bf.backfill(spark, lake_root=cfg.output, start="earliest", end=mid + overlap, version="first-half")
     second = bf.backfill(spark, lake_root=cfg.output, start=mid - overlap, end="latest", version="second-half")
@@ -109,8 +109,8 @@ def test_reprocessing_after_a_buggy_release_switches_readers_only_once_verified(
 
 def test_backfill_refuses_a_missing_archive_and_an_empty_range(spark, archived):
     cfg, _ = archived
-    with pytest.raises(bf.BackfillError, match="no raw archive there"):
+    with pytest.raises(bf.BackfillError, match="no lake and no raw archive there"):
         bf.backfill(spark, lake_root=cfg.output + "-nowhere", start="earliest", end="latest")
-    _, hi = bf.archive_bounds(spark, cfg.raw_path)
+    _, hi = bf.archive_bounds(spark, cfg.output)
     with pytest.raises(bf.BackfillError, match="no archived record in it"):
         bf.backfill(spark, lake_root=cfg.output, start=hi + 60_000, end=hi + 120_000)

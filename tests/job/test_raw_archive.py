@@ -1,0 +1,57 @@
+"""The raw archive on the sandbox: the sink's fourth output (``output=raw``) from the one query,
+and an older job's second query kept where its checkpoint has one; the readers read both."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from job.spark import lake, pipeline
+from job.spark.config import job_config
+from job.verify.lake_check import verify_archive
+from producers.run import new_run_id
+from tests import kafka_runs
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _archived(spark, root: str) -> list[tuple]:
+    frame = lake.read_raw(spark, root)
+    assert frame is not None, f"no archive found at {root}"
+    return sorted(tuple(r) for r in frame.select(*lake.RAW_COLUMNS).collect())
+
+
+def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_is_kept(sandbox, spark, tmp_path):
+    settings = sandbox.settings
+    bootstrap = settings.endpoints().kafka_bootstrap
+    run_id = new_run_id()
+    run, summary = kafka_runs.produce(bootstrap, tmp_path / f"ledger-{run_id}", sites=2, sessions=2, rate=200.0, duration=2.0,
+                                      snapshot_every=25, seed=3, run_id=run_id)  # fmt: skip
+    assert summary.error is None, summary.error
+
+    def config(name: str):
+        return job_config(settings, output=f"s3a://{settings.bucket}/itest/archive-{name}-{uuid.uuid4().hex[:8]}",
+                          checkpoint=tmp_path / name, topic_prefix=run.topic_prefix, policy="resync", trigger="available-now")  # fmt: skip
+
+    new, old = config("new"), config("old")
+    queries = pipeline.start(spark, new, bootstrap=bootstrap)
+    assert [q.name for q in queries] == [f"{new.name}-sessions"], "one query writes the outputs and the archive"
+    pipeline.await_all(queries, timeout_s=300)
+    pipeline.await_all(pipeline.start(spark, old, bootstrap=bootstrap, raw_in_sink=False), timeout_s=300)  # an older job
+    assert pipeline.archive_query_kept(old) and not pipeline.archive_query_kept(new)
+    again = pipeline.start(spark, old, bootstrap=bootstrap)  # the default on that checkpoint: its archive query goes on
+    assert sorted(q.name for q in again) == [f"{old.name}-raw", f"{old.name}-sessions"]
+    pipeline.await_all(again, timeout_s=300)
+
+    assert lake.raw_parts(spark, new.output) == [(lake.sink_path(new.output), True)]
+    assert lake.raw_parts(spark, old.output) == [(lake.sink_path(old.output), True), (lake.legacy_raw_path(old.output), False)]
+    assert lake.read_raw(spark, new.output + "-nowhere") is None
+    for cfg in (new, old):
+        assert verify_archive(settings, ledger=run.ledger, lake=cfg.output, spark=spark).ok, cfg.output
+    archived = _archived(spark, new.output)
+    assert len(archived) == summary.outcomes["ok"] == len({r[:3] for r in archived}), "every delivered record, once"
+    assert archived == _archived(spark, old.output), "both places hold the same records, key, value and Kafka timestamp"
+    # the archive is input, not output: the readers of the three outputs never see it
+    assert lake.read_output(spark, lake.sink_path(new.output), "rows").count() > 0
+    assert {r.output for r in spark.read.parquet(lake.sink_path(new.output)).select("output").distinct().collect()} >= {"raw", "rows"}
