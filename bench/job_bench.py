@@ -265,11 +265,9 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     steady = batches[1:]
     steady_ms = sorted(p["durationMs"]["triggerExecution"] for p in steady)
-    # with the archive in the sink the one source is scanned twice, and Spark counts both scans
-    reads = 2 if raw and raw_in_sink else 1
     out = Throughput(
-        f"job, {operator}", sum(p["numInputRows"] for p in batches) // reads, wall, len(batches),
-        sum(p["numInputRows"] for p in steady) // reads, sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
+        f"job, {operator}", sum(p["numInputRows"] for p in batches), wall, len(batches),
+        sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
         setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions,
                "raw": ("in sink" if raw_in_sink else "query") if raw else False,
                "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows, "input_tasks": cfg.input_tasks,

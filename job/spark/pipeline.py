@@ -264,26 +264,17 @@ def _cut_of_record(cuts):
     return F.coalesce(F.create_map(*entries)[where], F.lit(0))
 
 
-def raw_rows(kafka):
-    """The raw archive as rows of the union schema (``output=raw``, :data:`lake.RAW_OUTPUT`): a
-    record's Kafka coordinates, key and value, and its Kafka timestamp in ``event_ts_ms``."""
-    from pyspark.sql import functions as F
-
-    fields = {
-        "output": F.lit(lake.RAW_OUTPUT), "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
-        "key": F.col("key").cast("string"), "value": F.col("value"),
-        "event_ts_ms": F.unix_millis("timestamp"),  # whole ms, as the backfill reads them
-    }  # fmt: skip
-    return kafka.select(*[(fields[n] if n in fields else F.lit(None)).cast(kind).alias(n) for n, kind in lake.UNION_COLUMNS])
-
-
-def sessions_stream(spark, cfg: JobConfig, bootstrap: str, kafka=None):
-    """The stateful part: Kafka records in, union-schema rows out (not started). ``kafka``:
-    the source to read (default: a new one, :func:`kafka_stream`)."""
+def session_input(spark, cfg: JobConfig, bootstrap: str, kafka=None):
+    """The Kafka records (``kafka``, default a new :func:`kafka_stream`) as the stateful
+    operator's input columns, hash-partitioned by session: the exchange the operator needs,
+    made explicit so that the raw archive (:func:`raw_rows`) reads the same one. Spark plans
+    the second use as a ``ReusedExchange``, so Kafka is read once per batch; a union of two
+    projections of the source scanned it twice (README, Known limits). Without a count the
+    exchange takes ``spark.sql.shuffle.partitions``, which a checkpoint restores as its own."""
     from pyspark.sql import functions as F
 
     kafka = kafka_stream(spark, cfg, bootstrap) if kafka is None else kafka
-    source = kafka.select(
+    return kafka.select(
         F.coalesce(F.col("key").cast("string"), F.concat(F.lit("__no-key__/"), F.col("topic"))).alias(_SESSION_KEY),
         F.col("key").isNull().alias("key_missing"),
         "value",
@@ -291,7 +282,28 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str, kafka=None):
         "partition",
         "offset",
         F.unix_millis("timestamp").alias("kafka_ts_ms"),
-    )
+    ).repartition(F.col(_SESSION_KEY))
+
+
+def raw_rows(source):
+    """The raw archive as rows of the union schema (``output=raw``, :data:`lake.RAW_OUTPUT`),
+    from :func:`session_input`'s columns: a record's Kafka coordinates, its key (None when
+    Kafka's was) and value, and its Kafka timestamp in ``event_ts_ms``."""
+    from pyspark.sql import functions as F
+
+    fields = {
+        "output": F.lit(lake.RAW_OUTPUT), "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
+        "key": F.when(~F.col("key_missing"), F.col(_SESSION_KEY)), "value": F.col("value"), "event_ts_ms": F.col("kafka_ts_ms"),
+    }  # fmt: skip
+    return source.select(*[(fields[n] if n in fields else F.lit(None)).cast(kind).alias(n) for n, kind in lake.UNION_COLUMNS])
+
+
+def sessions_stream(spark, cfg: JobConfig, bootstrap: str, source=None):
+    """The stateful part: Kafka records in, union-schema rows out (not started). ``source``:
+    :func:`session_input`'s records (default: from a new Kafka source)."""
+    from pyspark.sql import functions as F
+
+    source = session_input(spark, cfg, bootstrap) if source is None else source
     if cfg.session_cuts:
         source = source.where(F.col("offset") >= _cut_of_record(cfg.session_cuts))
     # Spark 4.0 runs a no-data batch after every batch while processing-time timers are on,
@@ -374,10 +386,10 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = N
     )
     cfg.checkpoint.mkdir(parents=True, exist_ok=True)
     queries = []
-    kafka = kafka_stream(spark, cfg, bootstrap)
-    out = sessions_stream(spark, cfg, bootstrap, kafka)
-    if cfg.raw_archive and raw_in_sink:  # one trigger and one commit for all four outputs (Kafka is read twice)
-        out = out.unionByName(raw_rows(kafka))
+    source = session_input(spark, cfg, bootstrap)
+    out = sessions_stream(spark, cfg, bootstrap, source)
+    if cfg.raw_archive and raw_in_sink:  # one Kafka read, one trigger and one commit for all four outputs
+        out = out.unionByName(raw_rows(source))  # every record: the session cuts filter only the operator's input
     sink = lake.find_sink(spark, cfg.output)  # a lake from before `out` keeps its folder
     sessions = (
         out.writeStream.format("parquet")

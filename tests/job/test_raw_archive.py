@@ -22,7 +22,7 @@ def _archived(spark, root: str) -> list[tuple]:
     return sorted(tuple(r) for r in frame.select(*lake.RAW_COLUMNS).collect())
 
 
-def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_is_kept(sandbox, spark, tmp_path):
+def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_is_kept(sandbox, spark, tmp_path, capsys):
     settings = sandbox.settings
     bootstrap = settings.endpoints().kafka_bootstrap
     run_id = new_run_id()
@@ -38,6 +38,10 @@ def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_
     queries = pipeline.start(spark, new, bootstrap=bootstrap)
     assert [q.name for q in queries] == [f"{new.name}-sessions"], "one query writes the outputs and the archive"
     pipeline.await_all(queries, timeout_s=300)
+    # Kafka read once a batch: the archive reads the operator's exchange, it does not scan again
+    assert sum(p["numInputRows"] for p in queries[0].recentProgress) == summary.outcomes["ok"]
+    queries[0].explain()
+    assert "ReusedExchange" in capsys.readouterr().out
     pipeline.await_all(pipeline.start(spark, old, bootstrap=bootstrap, raw_in_sink=False), timeout_s=300)  # an older job
     assert pipeline.archive_query_kept(old) and not pipeline.archive_query_kept(new)
     again = pipeline.start(spark, old, bootstrap=bootstrap)  # the default on that checkpoint: its archive query goes on
