@@ -447,7 +447,7 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
 
     sessions_ckpt = require_checkpoint(cfg)
     sink = lake.find_sink(spark, cfg.output)
-    if not (lake.path_exists(spark, sink) or lake.path_exists(spark, lake.kept_path(sink))):
+    if not lake.held(spark, sink):
         raise RepairError(f"lake output {sink}", "does not exist",
                           "point --output at the lake root the job wrote (default s3a://<bucket>/job)")  # fmt: skip
     running = running_queries(settings, cfg, spark)

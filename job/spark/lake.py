@@ -168,7 +168,8 @@ def legacy_raw_path(lake_root: str) -> str:
     return lake_root.rstrip("/") + "/" + LEGACY_RAW_DIR
 
 
-def _held(spark, path: str) -> bool:
+def held(spark, path: str) -> bool:
+    """True when a sink folder, or what a repair kept beside it (:func:`kept_path`), exists."""
     return path_exists(spark, path) or path_exists(spark, kept_path(path))
 
 
@@ -177,8 +178,8 @@ def raw_parts(spark, where: str) -> list[tuple[str, bool]]:
     the sink (its ``raw`` output) and an archive query's folder (:data:`LEGACY_RAW_DIR`).
     ``where`` may also name such a folder itself (``--raw`` of an older job's archive)."""
     sink, legacy = find_sink(spark, where), legacy_raw_path(where)
-    found = [(path, in_sink) for path, in_sink in ((sink, True), (legacy, False)) if _held(spark, path)]
-    if not found and _held(spark, where):
+    found = [(path, in_sink) for path, in_sink in ((sink, True), (legacy, False)) if held(spark, path)]
+    if not found and held(spark, where):
         found.append((where, False))
     return found
 
