@@ -202,14 +202,23 @@ def executors_around(run: SystemRun) -> list[dict]:
     """Per failure, Spark's own view of it: the executors the job's application had at the
     last batch before the failure and the fewest at any batch until the next one (None: the
     system has no executors, or no batch in that window). A kill of a worker that landed
-    shows as ``lowest < before``."""
+    shows as ``lowest < before``. ``state_on``: how many executors ran the state partitions
+    of the last batch before the next failure (or the end), from the placement the job's
+    worker logged (None: none logged): 1 means they still ran one after the other on the
+    survivor of the kill."""
     batches = [(e["ms"], e["executors"]) for e in run.events if e.get("executors") is not None]
+    placement: dict[str, list[str]] = {}
+    for e in run.events:
+        placement.update(e.get("placement") or {})
+    committed = [(e["ms"], str(e["batch"])) for e in run.events if "batch" in e and e.get("rows")]
     out = []
     for n, f in enumerate(run.failures_ms):
         until = run.failures_ms[n + 1] if n + 1 < len(run.failures_ms) else float("inf")
         before = [x for ms, x in batches if ms < f]
         during = [x for ms, x in batches if f <= ms < until]
-        out.append({"before": before[-1] if before else None, "lowest": min(during) if during else None})
+        placed = [placement[b] for ms, b in committed if f <= ms < until and b in placement]
+        out.append({"before": before[-1] if before else None, "lowest": min(during) if during else None,
+                    "state_on": len(set(placed[-1])) if placed else None})  # fmt: skip
     return out
 
 
@@ -414,6 +423,7 @@ def job_worker(args) -> int:
     committed batch to ``--events``, and once ``--stop`` names the ledger, drains, verifies
     the lake and writes the verdict to ``--verdict``."""
     from job.spark import pipeline
+    from job.spark.driver_api import stateful_executors
     from job.verify.lake_check import verify_lake
     from sandbox import Settings
     from sandbox.spark import spark_session
@@ -466,6 +476,9 @@ def job_worker(args) -> int:
         queries[0].awaitTermination(0.25)
     pipeline.drain(queries, bootstrap=bootstrap, topic_prefix=args.prefix, timeout_s=900, progress=print)
     record()
+    # where each batch's state partitions ran (the UI forgets a killed driver's batches)
+    placed = stateful_executors(spark, queries[0].name, str(queries[0].id))
+    _append(events, {"ms": int(time.time() * 1000), "placement": {str(b): ids for b, ids in sorted(placed.items())}})
     report = verify_lake(settings, ledger=request["ledger"], lake=cfg.output, policy=cfg.policy, spark=spark)
     Path(args.verdict).write_text(json.dumps({"ok": bool(report.ok), "summary": report.summary(),
                                               "sink_path": cfg.sink_path}))  # fmt: skip
@@ -779,6 +792,10 @@ def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: d
         run = runs[system]
         print(f"  {system}: {report.verdict}; restarts after kills {run.restarts}, after crashes {run.crashes}; "
               f"verifier: {'clean' if run.verdict.get('ok') else 'NOT CLEAN'} ({run.verdict.get('summary', '').splitlines()[0]})")  # fmt: skip
+        around = executors_around(run)
+        if system == "job" and any(e["state_on"] for e in around):
+            print(f"  job: executors that ran the state partitions in the last batch before each next failure (or the end): "
+                  f"{[e['state_on'] for e in around]} (1: both on one executor, one after the other)")  # fmt: skip
     if set(SYSTEMS) <= set(reports):
         for metric in ("throughput", "latency"):
             med = {s: np.median([t for t in reports[s].recovery_times(metric) if t is not None] or [np.nan]) for s in SYSTEMS}

@@ -60,6 +60,13 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # Kafka a second time) built ~75 new consumers
         # per executor and batch, each with its own metadata round trip (README, Known limits).
         "spark.kafka.consumer.cache.capacity": "1024",
+        # A stateful task prefers the executor that holds its state store, and Spark's delay
+        # scheduling waits spark.locality.wait (3 s) for it. A task that takes less than that
+        # never leaves: after an executor loss the survivor loaded both state partitions and
+        # kept running them one after the other for the rest of the application, the
+        # replacement executor idle (SPARK-18886; the recovery bench's event log, chapter 10).
+        # With no wait a partition moves to a free executor and pays one state load there.
+        "spark.locality.wait": "0s",
         # RocksDB commits upload a small changelog, not a snapshot, per batch.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.ui.showConsoleProgress": "false",

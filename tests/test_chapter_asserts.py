@@ -245,7 +245,8 @@ def _ch10_bench(_tmp: Path) -> dict:
             "result": {"runs": {"job": ns(verdict={"summary": "OK"}), "baseline": ns(verdict={"summary": "FAILED: 9 lost"})}},
             "hit": [2, 0], "job": ns(all_recovered=False, verdict="unstable: never recovered from failure 2"),
             "baseline": ns(all_detected=True, all_recovered=False, verdict="unstable"),
-            "peaks": [42_731, None, 97_586]}  # fmt: skip
+            "peaks": [42_731, None, 97_586],
+            "state_on": [2, 1, None]}  # fmt: skip
 
 
 #: name of an assert -> the chapter's names as a broken run would leave them (called with a tmp dir)
@@ -397,6 +398,7 @@ BROKEN: dict[str, Callable[[Path], dict]] = {
         lambda _: {"LOAD": 0.25, "capacity": {"capacity": 4880.0}, "schedule": ns(rate=100.0)},  # the old fixed 100 msg/s
     "10: all(verdicts.values())": _ch10_bench,
     "10: len(hit) == schedule.failures and all((c > 0 for c in hit))": _ch10_bench,
+    "10: state_on == [2] * schedule.failures": _ch10_bench,
     "10: job.all_recovered": _ch10_bench,
     "10: baseline.all_detected and baseline.all_recovered": _ch10_bench,
     "10: None not in peaks and all((b > a for a, b in zip(peaks, peaks[1:])))": _ch10_bench,

@@ -160,16 +160,22 @@ def test_the_log_names_what_each_system_loses_not_a_target_the_baseline_does_not
     assert rb.failure_label("baseline", rb.Schedule(target="spark-worker-1", action="pause")) == "pause the baseline's process"
 
 
-def test_spark_s_own_view_tells_whether_each_kill_took_an_executor(rb):
+def test_spark_s_own_view_tells_whether_each_kill_took_an_executor_and_where_the_state_ran_after(rb):
     run = make_run(rb, events=[
-        {"ms": T0 + 1000, "rows": 5, "executors": 2},
-        {"ms": T0 + 2500, "rows": 5, "executors": 1},  # failure 1 at +2000 took one
-        {"ms": T0 + 3500, "rows": 5, "executors": 2},
-        {"ms": T0 + 5500, "rows": 5, "executors": 2},  # failure 2 at +5000 took none
+        {"ms": T0 + 1000, "batch": 1, "rows": 5, "executors": 2},
+        {"ms": T0 + 2500, "batch": 2, "rows": 5, "executors": 1},  # failure 1 at +2000 took one
+        {"ms": T0 + 3500, "batch": 3, "rows": 5, "executors": 2},
+        {"ms": T0 + 4500, "batch": 4, "rows": 0, "executors": 2},  # an empty batch says nothing of the state
+        {"ms": T0 + 5500, "batch": 5, "rows": 5, "executors": 2},  # failure 2 at +5000 took none
         {"ms": T0 + 6500, "start": True},
+        {"ms": T0 + 8000, "placement": {"1": ["0", "1"], "2": ["0", "0"], "3": ["0", "2"], "4": ["0", "0"], "5": ["0", "0"]}},
     ])  # fmt: skip
     run.failures_ms = [T0 + 2000, T0 + 5000, T0 + 9000]
-    assert rb.executors_around(run) == [{"before": 2, "lowest": 1}, {"before": 2, "lowest": 2}, {"before": 2, "lowest": None}]
+    assert rb.executors_around(run) == [
+        {"before": 2, "lowest": 1, "state_on": 2},  # spread back to two executors by batch 3
+        {"before": 2, "lowest": 2, "state_on": 1},  # both partitions on executor 0 in the last batch
+        {"before": 2, "lowest": None, "state_on": None},
+    ]
     assert rb.executors_around(make_run(rb, system="baseline", events=[{"ms": T0, "rows": 1}])) == []
 
 

@@ -11,7 +11,7 @@ the input that keeps arriving. This module runs that on the sandbox and measures
 - :func:`batches` -- one :class:`Batch` per micro-batch from a query's progress: rows,
   duration, the state operator's rows and memory, and the lag when it committed.
 - :func:`batch_memory` -- per batch, the execution memory its tasks took and what they
-  spilled, from the driver's REST API (``/api/v1/applications/<id>/jobs`` and ``/stages``).
+  spilled, from the driver's REST API (:mod:`job.spark.driver_api`).
 - :func:`run_catch_up` -- start the job on a prefix, wait until it has caught up (and,
   with ``wait_state_empty``, until idle sessions expired), stop it, return a :class:`CatchUp`.
 """
@@ -19,11 +19,9 @@ the input that keeps arriving. This module runs that on the sandbox and measures
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +29,7 @@ from typing import Any
 
 from job.engine.errors import JobError
 from job.spark.config import JobConfig
+from job.spark.driver_api import batch_memory
 from job.spark.query_progress import offset_total, reached
 
 __all__ = [
@@ -160,34 +159,6 @@ class HighWatermarks:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - the driver's own UI
-        return json.load(response)
-
-
-def batch_memory(spark, query_name: str, query_id: str) -> dict[int, dict[str, int]]:
-    """Per batch of the query named ``query_name`` with id ``query_id`` (a restart from
-    another checkpoint has the same name and batch numbers, not the same id): ``peak_execution_bytes`` (the largest
-    stage's peak execution memory, summed over its tasks: the sort and aggregation buffers
-    that grow with a batch) and ``spilled_bytes`` (what its stages spilled to disk because
-    those buffers did not fit), from the driver's REST API. Spark names a streaming job
-    ``<query name>\\nid = ...\\nrunId = ...\\nbatch = <n>``."""
-    sc = spark.sparkContext
-    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
-    stages = {s["stageId"]: s for s in _get(f"{base}/stages") if s.get("status") == "COMPLETE"}
-    out: dict[int, dict[str, int]] = {}
-    for job in _get(f"{base}/jobs"):
-        lines = (job.get("description") or "").splitlines()
-        if lines[:2] != [query_name, f"id = {query_id}"] or not lines[-1].startswith("batch = "):
-            continue
-        batch = int(lines[-1].split("=")[1])
-        mine = [stages[s] for s in job.get("stageIds", []) if s in stages]
-        entry = out.setdefault(batch, {"peak_execution_bytes": 0, "spilled_bytes": 0})
-        entry["peak_execution_bytes"] = max([entry["peak_execution_bytes"], *(s.get("peakExecutionMemory", 0) for s in mine)])
-        entry["spilled_bytes"] += sum(s.get("memoryBytesSpilled", 0) for s in mine)
-    return out
 
 
 @dataclass(kw_only=True)
