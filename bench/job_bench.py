@@ -235,7 +235,8 @@ TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
                     verify: bool = True, partitions: int | None = None, raw: bool = False,
                     fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                    input_tasks: int | None = None, layout: tuple[str, ...] | None = None) -> Throughput:  # fmt: skip
+                    input_tasks: int | None = None, layout: tuple[str, ...] | None = None,
+                    sink_writers: int | None = None) -> Throughput:  # fmt: skip
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
     archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries,
@@ -246,7 +247,8 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
 
     cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
                      max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms,
-                     state_partitions=partitions, input_tasks=input_tasks)  # fmt: skip
+                     state_partitions=partitions, input_tasks=input_tasks,
+                     **({} if sink_writers is None else {"sink_writers": sink_writers}))  # fmt: skip
     started = time.monotonic()
     if not track_rows:
         spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
@@ -271,7 +273,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
         setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions,
                "raw": ("in sink" if raw_in_sink else "query") if raw else False,
                "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows, "input_tasks": cfg.input_tasks,
-               "layout": list(layout or lake.SINK_PARTITIONS)},
+               "layout": list(layout or lake.SINK_PARTITIONS), "sink_writers": cfg.sink_writers},
         parts_ms=batch_parts(steady or batches),
         first_batch_ms=batches[0]["durationMs"]["triggerExecution"] if batches else None,
         steady_median_ms=steady_ms[len(steady_ms) // 2] if steady_ms else None,
@@ -283,10 +285,12 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
 
 
 def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, seed: int, rate: float, duration: float,
-                 trigger: str, tag: str, input_tasks: int | None = None) -> Latency:  # fmt: skip
+                 trigger: str, tag: str, input_tasks: int | None = None, archive: bool = False) -> Latency:  # fmt: skip
+    """The job live at ``rate``; ``archive``: with the raw archive in the sink, as the job runs by default."""
     from job.spark import pipeline
 
-    cfg = job_config(settings, f"{tag}-live-{operator}", prefix, trigger=trigger, operator=operator, input_tasks=input_tasks)
+    cfg = job_config(settings, f"{tag}-live-{operator}", prefix, trigger=trigger, operator=operator, input_tasks=input_tasks,
+                     raw_archive=archive)  # fmt: skip
     bootstrap = settings.endpoints().kafka_bootstrap
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
     deadline = time.monotonic() + 120
@@ -301,7 +305,8 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
     wall = time.monotonic() - started
     visible = sink_visibility(settings, cfg.sink_path)
     say(f"  drained {wall:.0f}s after the producers started")
-    name = f"job, {operator}" + ("" if input_tasks is None else f", input tasks {input_tasks or 'per partition'}")
+    name = (f"job, {operator}" + ("" if input_tasks is None else f", input tasks {input_tasks or 'per partition'}")
+            + (", archive" if archive else ""))
     return latencies(name, ledger_ok(ledger), visible)
 
 
@@ -449,6 +454,9 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--live-input-tasks", default="",
                         help="live phase: run the job once per value of JobConfig.input_tasks, 0 = one task per Kafka "
                              "partition (default: the job's default only)")
+    parser.add_argument("--live-archive", default="off",
+                        help="live phase: the raw archive off, on (in the sink, the job's default) or off,on to alternate "
+                             "(default off)")
     parser.add_argument("--live-rounds", type=int, default=1, help="live phase: repeat the job's runs, alternating")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
@@ -461,6 +469,10 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         args.live_input_tasks = [int(x) for x in args.live_input_tasks.split(",") if x.strip()] or [None]
     except ValueError as exc:
         parser.error(f"--shapes, --caps, --partitions, --live-input-tasks: {exc}")
+    archive = {"off": False, "on": True}
+    if any(x.strip() not in archive for x in args.live_archive.split(",")):
+        parser.error(f"--live-archive {args.live_archive!r}: use off, on or off,on")
+    args.live_archive = [archive[x.strip()] for x in args.live_archive.split(",")]
     if args.live_rounds < 1 or any(t is not None and t < 0 for t in args.live_input_tasks):
         parser.error("--live-rounds >= 1; --live-input-tasks values >= 0")
     if not args.shapes or not args.caps or not args.partitions or min(args.partitions) < 1 or any(c and c < 1 for c in args.caps):
@@ -521,13 +533,15 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
 
         def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
                 fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                input_tasks: int | None = None, layout: tuple[str, ...] | None = None) -> Throughput:  # fmt: skip
+                input_tasks: int | None = None, layout: tuple[str, ...] | None = None,
+                sink_writers: int | None = None) -> Throughput:  # fmt: skip
             key = (stage if stage.startswith(ROUND_LABELS) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
-                   raw_in_sink, input_tasks, layout)  # fmt: skip
+                   raw_in_sink, input_tasks, layout, sink_writers)  # fmt: skip
             if key not in done:
                 t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
                                     fetch_wait_ms=fetch_wait_ms, track_rows=track_rows, raw_in_sink=raw_in_sink,
-                                    input_tasks=input_tasks, layout=layout, tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
+                                    input_tasks=input_tasks, layout=layout, sink_writers=sink_writers,
+                                    tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
                 t.setup.update(shape=shape.name, stage=stage)
                 done[key] = t
                 out.append(t)
@@ -572,6 +586,10 @@ ROUNDS: dict[str, tuple[str, list[tuple[str, Callable[[int], dict]]]]] = {
                "a folder per output",
                [("topic dirs", lambda _: {"layout": lake.LEGACY_SINK_PARTITIONS}),
                 ("output dirs", lambda _: {"layout": lake.SINK_PARTITIONS})]),
+    "writers": ("the sink's rows sorted by output before they are written / written as they come, one open file "
+                "per output folder (JobConfig.sink_writers 0 / 4), the raw archive in the sink",
+                [("open files", lambda _: {"raw": True, "raw_in_sink": True, "sink_writers": 4}),
+                 ("sorted", lambda _: {"raw": True, "raw_in_sink": True, "sink_writers": 0})]),
 }  # fmt: skip
 #: Their stage labels: a round's run is never taken for an earlier stage's run of the same setup.
 ROUND_LABELS = tuple(label for _, variants in ROUNDS.values() for label, _ in variants)
@@ -605,12 +623,14 @@ def print_sweep(rows: list[Throughput]) -> None:
 def live_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Latency]:
     """The live phase: the job once per operator, then the baseline last (the ratios' reference)."""
     live: list[Latency] = []
-    runs = [(o, tasks) for _ in range(args.live_rounds) for o in operators for tasks in args.live_input_tasks]
-    for n, (operator, tasks) in enumerate(runs):
-        say(f"live: job with {operator}, trigger {args.trigger}" + ("" if tasks is None else f", input tasks {tasks}"))
+    runs = [(o, tasks, archive) for _ in range(args.live_rounds) for o in operators for tasks in args.live_input_tasks
+            for archive in args.live_archive]  # fmt: skip
+    for n, (operator, tasks, archive) in enumerate(runs):
+        say(f"live: job with {operator}, trigger {args.trigger}" + ("" if tasks is None else f", input tasks {tasks}")
+            + (", the raw archive in the sink" if archive else ""))
         live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
                                  rate=args.rate, duration=args.duration, trigger=args.trigger, tag=f"{run}-{n}",
-                                 input_tasks=tasks))  # fmt: skip
+                                 input_tasks=tasks, archive=archive))  # fmt: skip
     say("live: baseline")
     live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration))
     return live

@@ -379,6 +379,8 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = N
         raw_in_sink = not archive_query_kept(cfg)
     # read by a new checkpoint only; an existing one keeps its own (state_partitions_warning)
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
+    # read when a batch writes the sink (the query's session keeps what was set at its start)
+    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(cfg.sink_writers))
     # (sandbox/cds_warmup.py mirrors this provider and operator; change both, and bump sandbox.cds._FORMAT)
     spark.conf.set(
         "spark.sql.streaming.stateStore.providerClass",

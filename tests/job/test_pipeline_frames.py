@@ -73,6 +73,7 @@ def test_union_frame_equals_the_obvious_pandas_construction_cell_for_cell():
         ("operator", "flatMapGroupsWithState", "transformWithStateInPandas, applyInPandasWithState"),
         ("fetch_max_wait_ms", -1, "Kafka's default is 500"),
         ("input_tasks", -1, "0 for one task per Kafka partition"),
+        ("sink_writers", -1, "0: sort by output"),
     ],
 )
 def test_bad_job_config_names_field_value_and_fix_before_spark_starts(field, value, fix, tmp_path):

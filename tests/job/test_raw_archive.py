@@ -22,13 +22,19 @@ def _archived(spark, root: str) -> list[tuple]:
     return sorted(tuple(r) for r in frame.select(*lake.RAW_COLUMNS).collect())
 
 
+def _produce(settings, tmp_path, seed: int):
+    """A short run of 2 sites x 2 sessions on its own topics: (the run, its summary)."""
+    run_id = new_run_id()
+    run, summary = kafka_runs.produce(settings.endpoints().kafka_bootstrap, tmp_path / f"ledger-{run_id}", sites=2, sessions=2,
+                                      rate=200.0, duration=2.0, snapshot_every=25, seed=seed, run_id=run_id)  # fmt: skip
+    assert summary.error is None, summary.error
+    return run, summary
+
+
 def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_is_kept(sandbox, spark, tmp_path, capsys):
     settings = sandbox.settings
     bootstrap = settings.endpoints().kafka_bootstrap
-    run_id = new_run_id()
-    run, summary = kafka_runs.produce(bootstrap, tmp_path / f"ledger-{run_id}", sites=2, sessions=2, rate=200.0, duration=2.0,
-                                      snapshot_every=25, seed=3, run_id=run_id)  # fmt: skip
-    assert summary.error is None, summary.error
+    run, summary = _produce(settings, tmp_path, seed=3)
 
     def config(name: str):
         return job_config(settings, output=f"s3a://{settings.bucket}/itest/archive-{name}-{uuid.uuid4().hex[:8]}",
@@ -59,3 +65,36 @@ def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_
     # the archive is input, not output: the readers of the three outputs never see it
     assert lake.read_output(spark, lake.sink_path(new.output), "rows").count() > 0
     assert {r.output for r in spark.read.parquet(lake.sink_path(new.output)).select("output").distinct().collect()} >= {"raw", "rows"}
+
+
+def _last_stage_tasks(spark, query) -> list[dict]:
+    """The tasks of the last stage (the stateful operator's and the sink's) of ``query``'s one batch with input."""
+    from job.spark.driver_api import batch_jobs, get
+
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    batch = next(p["batchId"] for p in query.recentProgress if p["numInputRows"])
+    stage = max(s for job in batch_jobs(spark, query.name, str(query.id))[batch] for s in job["stageIds"])
+    (attempt,) = get(f"{base}/stages/{stage}?details=true")
+    return sorted(attempt["tasks"].values(), key=lambda t: t["index"])
+
+
+def test_with_a_file_open_per_output_the_sink_writes_its_rows_without_sorting_them(sandbox, spark, tmp_path):
+    """``sink_writers``: the sink's tasks keep a Parquet file open per output folder instead of
+    sorting their rows by output first. The archive's tasks (after the operator's two) do
+    nothing but write, so their execution memory is the writer's sort buffer, or none."""
+    settings = sandbox.settings
+    bootstrap = settings.endpoints().kafka_bootstrap
+    run, summary = _produce(settings, tmp_path, seed=4)
+    peaks, outputs = {}, {}
+    for writers in (0, 4):
+        cfg = job_config(settings, output=f"s3a://{settings.bucket}/itest/writers-{writers}-{uuid.uuid4().hex[:8]}",
+                         checkpoint=tmp_path / f"w{writers}", topic_prefix=run.topic_prefix, policy="resync",
+                         trigger="available-now", sink_writers=writers, name=f"writers-{writers}")  # fmt: skip
+        (query,) = pipeline.start(spark, cfg, bootstrap=bootstrap)
+        pipeline.await_all([query], timeout_s=300)
+        tasks = _last_stage_tasks(spark, query)
+        assert len(tasks) == 2 * cfg.state_partitions, "the operator's tasks, then the archive's"
+        peaks[writers] = [t["taskMetrics"]["peakExecutionMemory"] for t in tasks[cfg.state_partitions:]]
+        outputs[writers] = sorted(tuple(r) for r in spark.read.parquet(lake.sink_path(cfg.output)).groupBy("output").count().collect())
+    assert all(p > 0 for p in peaks[0]) and peaks[4] == [0, 0], f"the archive's tasks' peak execution memory: {peaks}"
+    assert outputs[0] == outputs[4], "the same rows in each output either way"
