@@ -22,10 +22,8 @@ Uses the bench sandbox (``.sandbox-bench``, ports +20000), like the other benche
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -34,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 # bench.job_bench points OSL_STATE_DIR, OSL_PORT_OFFSET and OSL_BACKEND at the bench sandbox
 from bench.job_bench import FEW, FLEET, job_config, produce, say  # noqa: E402
+from job.spark.driver_api import get  # noqa: E402
 
 
 def _touch_job_modules(frames):
@@ -56,11 +55,6 @@ def warm_up(spark, settings, kind: str) -> float:
     else:
         frame.collect()
     return time.monotonic() - started
-
-
-def _get(url: str):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
 
 
 def main() -> int:
@@ -109,9 +103,9 @@ def main() -> int:
                   f"{d.get('queryPlanning', 0):>8} {d.get('latestOffset', 0):>9} {d.get('walCommit', 0):>5} "
                   f"{d.get('commitOffsets', 0):>9} {state.get('allUpdatesTimeMs', 0):>8} {state.get('commitTimeMs', 0):>8}")  # fmt: skip
     base = f"http://127.0.0.1:{spark.conf.get('spark.ui.port')}/api/v1/applications"
-    app = _get(base)[0]["id"]
+    app = get(base)[0]["id"]
     print("\nstages: span, then per task (executor, duration, deserialise, run) in ms")
-    for stage in sorted(_get(f"{base}/{app}/stages?details=true"), key=lambda s: s["stageId"]):
+    for stage in sorted(get(f"{base}/{app}/stages?details=true"), key=lambda s: s["stageId"]):
         tasks = sorted((t["executorId"], t["duration"], t["taskMetrics"]["executorDeserializeTime"],
                         t["taskMetrics"]["executorRunTime"]) for t in (stage.get("tasks") or {}).values())  # fmt: skip
         span = f"{stage.get('submissionTime', '')[11:23]}..{stage.get('completionTime', '')[11:23]}"

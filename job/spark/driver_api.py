@@ -7,7 +7,8 @@ are matched. The UI keeps the last ``spark.ui.retainedJobs`` / ``retainedStages`
 each by default): older batches are left out.
 
 - :func:`batch_memory` -- per batch, the execution memory its tasks took and what they spilled.
-- :func:`stateful_executors` -- per batch, the executors that ran its stateful stage.
+- :func:`last_stage_tasks` -- per batch, the tasks of its stateful stage;
+  :func:`stateful_executors` -- the executors that ran them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import urllib.request
 from typing import Any
 
-__all__ = ["batch_jobs", "batch_memory", "get", "stateful_executors"]
+__all__ = ["batch_jobs", "batch_memory", "get", "last_stage_tasks", "stateful_executors"]
 
 
 def get(url: str) -> Any:
@@ -55,16 +56,22 @@ def batch_memory(spark, query_name: str, query_id: str) -> dict[int, dict[str, i
     return out
 
 
-def stateful_executors(spark, query_name: str, query_id: str) -> dict[int, list[str]]:
-    """Per batch (see :func:`batch_jobs`), the executor ids that ran the successful tasks of its
-    last stage, the one with the stateful operator and the sink (the stages before it read
-    Kafka and shuffle): one id per task, in task order. One id for a batch's two state
-    partitions means they ran one after the other on one core."""
+def last_stage_tasks(spark, query_name: str, query_id: str) -> dict[int, list[dict]]:
+    """Per batch (see :func:`batch_jobs`), the successful tasks of its last stage, the one with
+    the stateful operator and the sink (the stages before it read Kafka and shuffle), in task
+    order, as the REST API gives them (``executorId``, ``taskMetrics``, ...)."""
     stages = {s["stageId"]: s for s in get(f"{_base(spark)}/stages?details=true") if s.get("status") == "COMPLETE"}
-    out: dict[int, list[str]] = {}
+    out: dict[int, list[dict]] = {}
     for batch, jobs in batch_jobs(spark, query_name, query_id).items():
         ids = [s for job in jobs for s in job.get("stageIds", []) if s in stages]
         if ids:
             tasks = sorted((stages[max(ids)].get("tasks") or {}).values(), key=lambda t: t.get("index", 0))
-            out[batch] = [str(t["executorId"]) for t in tasks if t.get("status") == "SUCCESS"]
+            out[batch] = [t for t in tasks if t.get("status") == "SUCCESS"]
     return out
+
+
+def stateful_executors(spark, query_name: str, query_id: str) -> dict[int, list[str]]:
+    """Per batch, the executor ids that ran its stateful stage (:func:`last_stage_tasks`), one id
+    per task. One id for a batch's two state partitions means they ran one after the other on
+    one core."""
+    return {batch: [str(t["executorId"]) for t in tasks] for batch, tasks in last_stage_tasks(spark, query_name, query_id).items()}

@@ -9,6 +9,7 @@ import pytest
 
 from job.spark import lake, pipeline
 from job.spark.config import job_config
+from job.spark.driver_api import last_stage_tasks
 from job.verify.lake_check import verify_archive
 from producers.run import new_run_id
 from tests import kafka_runs
@@ -67,17 +68,6 @@ def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_
     assert {r.output for r in spark.read.parquet(lake.sink_path(new.output)).select("output").distinct().collect()} >= {"raw", "rows"}
 
 
-def _last_stage_tasks(spark, query) -> list[dict]:
-    """The tasks of the last stage (the stateful operator's and the sink's) of ``query``'s one batch with input."""
-    from job.spark.driver_api import batch_jobs, get
-
-    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
-    batch = next(p["batchId"] for p in query.recentProgress if p["numInputRows"])
-    stage = max(s for job in batch_jobs(spark, query.name, str(query.id))[batch] for s in job["stageIds"])
-    (attempt,) = get(f"{base}/stages/{stage}?details=true")
-    return sorted(attempt["tasks"].values(), key=lambda t: t["index"])
-
-
 def test_with_a_file_open_per_output_the_sink_writes_its_rows_without_sorting_them(sandbox, spark, tmp_path):
     """``sink_writers``: the sink's tasks keep a Parquet file open per output folder instead of
     sorting their rows by output first. The archive's tasks (after the operator's two) do
@@ -92,7 +82,8 @@ def test_with_a_file_open_per_output_the_sink_writes_its_rows_without_sorting_th
                          trigger="available-now", sink_writers=writers, name=f"writers-{writers}")  # fmt: skip
         (query,) = pipeline.start(spark, cfg, bootstrap=bootstrap)
         pipeline.await_all([query], timeout_s=300)
-        tasks = _last_stage_tasks(spark, query)
+        batch = next(p["batchId"] for p in query.recentProgress if p["numInputRows"])
+        tasks = last_stage_tasks(spark, query.name, str(query.id))[batch]
         assert len(tasks) == 2 * cfg.state_partitions, "the operator's tasks, then the archive's"
         peaks[writers] = [t["taskMetrics"]["peakExecutionMemory"] for t in tasks[cfg.state_partitions:]]
         outputs[writers] = sorted(tuple(r) for r in spark.read.parquet(lake.sink_path(cfg.output)).groupBy("output").count().collect())
