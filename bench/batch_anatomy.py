@@ -7,6 +7,7 @@ tasks from the driver's REST API, on a fresh application.
     .venv/bin/python bench/batch_anatomy.py --fleet --messages 200000 --cap 100000   # 50 x 20 sessions
     .venv/bin/python bench/batch_anatomy.py --queries 2             # a second query: a warm application's first batch
     .venv/bin/python bench/batch_anatomy.py --fleet --messages 200000 --cap 100000 --input-tasks 2   # Kafka read in 2 tasks
+    .venv/bin/python bench/batch_anatomy.py --fleet --fetch-wait-ms 1 --conf spark.kafka.consumer.cache.capacity=256
 
 Per batch: ``durationMs`` (``addBatch``, ``queryPlanning``, ``latestOffset``, ``walCommit``,
 ``commitOffsets``), the state operator's ``allUpdatesTimeMs`` and ``commitTimeMs``; per stage:
@@ -68,7 +69,14 @@ def main() -> int:
                              "the second one's first batch is a warm application's")
     parser.add_argument("--input-tasks", type=int, default=None,
                         help="JobConfig.input_tasks: Kafka read in this many tasks, 0 for one per Kafka partition (default: the job's)")
+    parser.add_argument("--fetch-wait-ms", type=int, default=None,
+                        help="JobConfig.fetch_max_wait_ms: the executors' Kafka fetch.max.wait.ms (default: the job's)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the application (repeatable), e.g. spark.kafka.consumer.cache.capacity=256")
     args = parser.parse_args()
+    extra = dict(item.partition("=")[::2] for item in args.conf)
+    if any(not key or not value for key, value in extra.items()):
+        parser.error(f"--conf takes KEY=VALUE, got {args.conf}")
     if args.messages < 100 or args.cap < 1 or args.queries < 1:
         parser.error("--messages >= 100, --cap >= 1 and --queries >= 1")
 
@@ -82,7 +90,7 @@ def main() -> int:
     ledger = produce(settings, work, f"an{uuid.uuid4().hex[:6]}-", seed=3, messages=args.messages,
                      shape=FLEET if args.fleet else FEW)  # fmt: skip
     started = time.monotonic()
-    spark = spark_session(settings, "batch-anatomy", progress=lambda _line: None)
+    spark = spark_session(settings, "batch-anatomy", extra=extra, progress=lambda _line: None)
     say(f"session {time.monotonic() - started:.1f}s")
     if args.warm_up != "none":
         say(f"warm-up ({args.warm_up}) {warm_up(spark, settings, args.warm_up):.1f}s")
@@ -90,7 +98,8 @@ def main() -> int:
         # each query starts afresh (new checkpoint and lake) on the same backlog and application:
         # query 2's first batch is the first batch of a warm application
         cfg = job_config(settings, f"anatomy-{uuid.uuid4().hex[:6]}", Path(ledger).parent.name + "-",
-                         trigger="available-now", max_offsets_per_trigger=args.cap, input_tasks=args.input_tasks)  # fmt: skip
+                         trigger="available-now", max_offsets_per_trigger=args.cap, input_tasks=args.input_tasks,
+                         **({} if args.fetch_wait_ms is None else {"fetch_max_wait_ms": args.fetch_wait_ms}))  # fmt: skip
         started = time.monotonic()
         queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
         pipeline.await_all(queries, timeout_s=1800)
