@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -33,30 +34,18 @@ from job.spark.query_progress import offset_total, reached, records_between
 _SESSION_KEY = "session_key"
 
 
-_INTEGER_KINDS = {"bigint": np.int64, "int": np.int32}
+def _frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
+    """Columns of the union schema as one frame of object columns, None where a row has no value.
 
-
-def _union_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows of the union schema as one frame: nullable integers (``Int64``/``Int32``), the other
-    columns as objects with None (never NaN) where a row has no value, as Arrow expects.
-
-    Built column by column from NumPy arrays: the operator calls it once per session per batch,
-    and ``pd.DataFrame(rows)`` followed by per-column casts cost about 4.5 ms a call whatever
-    the size, 18 times this (``bench/job_bench.py --sweep``: a fleet of 1,000 sessions pays it
-    1,000 times per batch).
+    PySpark converts each column to its Arrow type (``bigint`` from Python ints and None);
+    nullable ``Int64`` columns convert to the same Arrow arrays, but PySpark concatenates
+    the frames of many sessions before converting them, and pandas checks every cell of an
+    extension column against the all-None columns of the other outputs: that check was a tenth
+    of the Python worker's time on the fleet (py-spy, ``bench/batch_anatomy.py --fleet``).
     """
-    n = len(rows)
-    data: dict[str, Any] = {}
-    for name, kind in lake.UNION_COLUMNS:
-        values = [row.get(name) for row in rows]
-        integer = _INTEGER_KINDS.get(kind)
-        if integer is not None:
-            missing = np.fromiter((v is None for v in values), bool, n)
-            numbers = np.fromiter((0 if v is None else v for v in values), integer, n)
-            data[name] = pd.arrays.IntegerArray(numbers, missing)
-        else:
-            data[name] = np.fromiter(values, dtype=object, count=n)  # a sequence value stays one cell
-    return pd.DataFrame(data, copy=False)
+    n = len(columns["output"])
+    # fromiter, not np.array: a bytes value stays one cell
+    return pd.DataFrame({name: np.fromiter(values, dtype=object, count=n) for name, values in columns.items()}, copy=False)
 
 
 @functools.cache
@@ -64,45 +53,65 @@ def _field_names(kind: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind))
 
 
-def _as_dict(obj: Any) -> dict[str, Any]:
-    """A flat dataclass as a dict; ``dataclasses.asdict`` deep-copies every value, which
-    was a third of the operator's Python time."""
-    return {name: getattr(obj, name) for name in _field_names(type(obj))}
+#: Not a field of an output's dataclass: when the batch was processed, on quarantined records and statuses.
+_PROCESSED = "processed_ms"
 
 
-def step_to_rows(step: Any, processed_ms: int) -> list[dict[str, Any]]:
-    """Flatten one ``job.engine.session.Step`` into rows of the union schema."""
-    out: list[dict[str, Any]] = []
-    for change in step.changes:
-        out.append({"output": "rows", **_as_dict(change)})
-    for q in step.quarantine:
-        record = _as_dict(q)
-        key = record.get("key")
-        if isinstance(key, bytes):
-            record["key"] = key.decode("utf-8", "replace")
-        out.append({"output": "quarantine", **record, "processed_ms": processed_ms})
-    out.append(status_row(step.status, processed_ms))
-    return out
-
-
-def status_row(status: Any, processed_ms: int) -> dict[str, Any]:
-    record = {lake.STATUS_COLUMNS.get(k, k): v for k, v in _as_dict(status).items()}
-    return {"output": "sessions", **record, "processed_ms": processed_ms}
-
-
-def _records(rows: Iterable[Any]):
-    """``job.engine.session.Record`` values in (partition, offset) order, from rows with the source's
-    columns (pandas itertuples or Spark Rows: anything with those attributes)."""
+@functools.cache
+def _sources() -> list[tuple[str, str | None, str | None, str | None]]:
+    """Per union column after ``output``: the field its value comes from in a row change, a
+    quarantined record and a session status (None: that output has no such column)."""
     from job.engine import session as sm
 
+    change = set(_field_names(sm.RowChange))
+    quarantined = {*_field_names(sm.QuarantineRecord), _PROCESSED}
+    status = {lake.STATUS_COLUMNS.get(k, k): k for k in _field_names(sm.SessionStatus)} | {_PROCESSED: _PROCESSED}
+    return [
+        (name, name if name in change else None, name if name in quarantined else None, status.get(name))
+        for name, _ in lake.UNION_COLUMNS[1:]
+    ]
+
+
+def step_columns(changes: list[Any], quarantine: list[Any], statuses: list[Any], processed_ms: int) -> dict[str, list[Any]]:
+    """One session's outputs as the union schema's columns: lists, with the row changes first,
+    then the quarantined records, then the statuses.
+
+    Built a column at a time from the dataclasses: the operator runs this for every session
+    of every batch, and a dict per output row, read back a column at a time, cost about as
+    much as the state machine itself (``tests/job/test_pipeline_frames.py`` keeps that
+    construction as the oracle).
+    """
+    quarantine = [
+        dataclasses.replace(q, key=q.key.decode("utf-8", "replace")) if isinstance(q.key, bytes) else q for q in quarantine
+    ]
+
+    def part(items: list[Any], field: str | None) -> list[Any]:
+        if field is None:
+            return [None] * len(items)
+        if field == _PROCESSED:
+            return [processed_ms] * len(items)
+        return list(map(operator.attrgetter(field), items))
+
+    columns = {"output": ["rows"] * len(changes) + ["quarantine"] * len(quarantine) + ["sessions"] * len(statuses)}
+    for name, from_change, from_quarantine, from_status in _sources():
+        columns[name] = part(changes, from_change) + part(quarantine, from_quarantine) + part(statuses, from_status)
+    return columns
+
+
+#: The operator's input columns, in the order :func:`_records` reads them.
+_INPUT = ("topic", "partition", "offset", "key_missing", _SESSION_KEY, "value", "kafka_ts_ms")
+
+
+def _records(rows: Iterable[tuple]):
+    """``job.engine.session.Record`` values in (partition, offset) order, from tuples of the
+    source's columns in the order of :data:`_INPUT`."""
+    from job.engine import session as sm
+
+    Record = sm.Record
     records = [
-        sm.Record(
-            topic=r.topic, partition=int(r.partition), offset=int(r.offset),
-            key=None if r.key_missing else r.session_key, value=r.value,
-            kafka_ts_ms=int(r.kafka_ts_ms),
-        )
-        for r in rows
-    ]  # fmt: skip
+        Record(topic, int(partition), int(offset), None if missing else key, value, int(ts))
+        for topic, partition, offset, missing, key, value, ts in rows
+    ]
     records.sort(key=lambda rec: (rec.partition, rec.offset))
     return records
 
@@ -111,41 +120,43 @@ def apply_records(previous: bytes | None, rows: Iterable[Any], *, policy: str, w
     """One session's micro-batch, whichever Spark operator calls it.
 
     ``previous`` is the session's state as stored (bytes, see
-    :meth:`~job.engine.session.SessionState.to_stored`) or None; ``rows`` carry the source's columns
-    in any order (Spark does not order rows within a group), so they are sorted by
-    (partition, offset) here. Returns the new state (bytes) and the output rows (dicts in the
-    union schema).
+    :meth:`~job.engine.session.SessionState.to_stored`) or None; ``rows`` are tuples of the
+    source's columns in the order of :data:`_INPUT`, the rows in any order (Spark does not
+    order rows within a group), so they are sorted by (partition, offset) here. Returns the new state (bytes) and the outputs as the union
+    schema's columns (:func:`step_columns`).
     """
     from job.engine import session as sm
 
     state = None if previous is None else sm.SessionState.from_stored(previous)
     step = sm.step(state, _records(rows), policy=policy, window=window)
-    return step.state.to_stored(), step_to_rows(step, now_ms)
+    return step.state.to_stored(), step_columns(step.changes, step.quarantine, [step.status], now_ms)
 
 
 def apply_batch(previous: bytes | None, frames: Iterable[pd.DataFrame], *, policy: str, window: int, now_ms: int):
     """:func:`apply_records` for the pandas operators: frames in, one union-schema frame out."""
     parts = list(frames)
     batch = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-    state, rows = apply_records(previous, batch.itertuples(index=False), policy=policy, window=window, now_ms=now_ms)
-    return state, _union_frame(rows)
+    rows = zip(*(batch[name].tolist() for name in _INPUT))  # itertuples cost a sixth of the call
+    state, columns = apply_records(previous, rows, policy=policy, window=window, now_ms=now_ms)
+    return state, _frame(columns)
 
 
-def expire_rows(previous: bytes | None, *, now_ms: int) -> list[dict[str, Any]]:
+def expire_columns(previous: bytes | None, *, now_ms: int) -> dict[str, list[Any]] | None:
     """An idle session's timer fired: records still held for reordering are quarantined,
-    never dropped silently, and the session's last status row says ``expired``."""
+    never dropped silently, and the session's last status row says ``expired``. None when
+    there was no state."""
     from job.engine import session as sm
 
     if previous is None:
-        return []
+        return None
     flushed = sm.flush(sm.SessionState.from_stored(previous))
-    return step_to_rows(flushed, now_ms)[:-1] + [status_row(sm.expire(flushed.state), now_ms)]
+    return step_columns(flushed.changes, flushed.quarantine, [sm.expire(flushed.state)], now_ms)
 
 
 def expire_session(previous: bytes | None, *, now_ms: int) -> pd.DataFrame | None:
-    """:func:`expire_rows` as a union-schema frame, or None when there was no state."""
-    rows = expire_rows(previous, now_ms=now_ms)
-    return _union_frame(rows) if rows else None
+    """:func:`expire_columns` as a union-schema frame."""
+    columns = expire_columns(previous, now_ms=now_ms)
+    return None if columns is None else _frame(columns)
 
 
 def _make_processor(policy: str, window: int, idle_timeout_ms: int | None, *, row_based: bool):
@@ -156,22 +167,22 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None, *, ro
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     state_schema = StructType([StructField("state", BinaryType(), True)])
-    columns = [name for name, _ in lake.UNION_COLUMNS]
-    union_row = Row(*columns)
+    union_row = Row(*(name for name, _ in lake.UNION_COLUMNS))
+    input_of = operator.attrgetter(*_INPUT)
 
-    def as_rows(rows: list[dict[str, Any]]) -> list[Any]:
-        return [union_row(*(row.get(name) for name in columns)) for row in rows]
+    def as_rows(columns: dict[str, list[Any]] | None) -> list[Any]:
+        return [] if columns is None else [union_row(*values) for values in zip(*columns.values())]
 
     def apply(stored: bytes | None, batch, now: int) -> tuple[bytes, list[Any]]:
         if row_based:
-            state, rows = apply_records(stored, batch, policy=policy, window=window, now_ms=now)
-            return state, as_rows(rows)
+            state, columns = apply_records(stored, map(input_of, batch), policy=policy, window=window, now_ms=now)
+            return state, as_rows(columns)
         state, frame = apply_batch(stored, batch, policy=policy, window=window, now_ms=now)
         return state, [frame]
 
     def expired(stored: bytes | None, now: int) -> list[Any]:
         if row_based:
-            return as_rows(expire_rows(stored, now_ms=now))
+            return as_rows(expire_columns(stored, now_ms=now))
         frame = expire_session(stored, now_ms=now)
         return [] if frame is None else [frame]
 

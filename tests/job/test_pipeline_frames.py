@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 from pyspark.sql.conversion import PandasToArrowConversion
@@ -10,31 +12,38 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 from job.engine.errors import ConfigError
 from job.spark import lake
 from job.spark.config import JobConfig
-from job.spark.pipeline import _union_frame, apply_batch, expire_session
+from job.spark.pipeline import _frame, apply_batch, expire_session, step_columns
 from producers.contract import encode
 from tests.streams import SID, base_session
 
 _TYPES = {"string": StringType(), "bigint": LongType(), "int": IntegerType(), "binary": BinaryType()}
 
 
-def test_union_frame_with_columns_no_row_filled_converts_to_plain_arrow_arrays():
-    frame = _union_frame(
-        [
-            {"output": "rows", "session": "s", "epoch": 0, "seq": 2, "partition": 1, "offset": 5, "data": "{}"},
-            {"output": "sessions", "session": "s", "rows": 3, "status": None},
-        ]
-    )
-    schema = StructType([StructField(name, _TYPES[kind], True) for name, kind in lake.UNION_COLUMNS])
-    # the conversion PySpark 4.2 applies to a pandas operator's output frames
-    batch = PandasToArrowConversion.convert(frame, schema, timezone="UTC", arrow_cast=True, assign_cols_by_name=True)
-    for name, kind in lake.UNION_COLUMNS:
-        array = batch.column(name)
-        assert isinstance(array, pa.Array), f"{name} became {type(array).__name__}"
-    assert frame["offset"].tolist()[0] == 5 and frame["reason"].tolist() == [None, None]
+def _schema():
+    return StructType([StructField(name, _TYPES[kind], True) for name, kind in lake.UNION_COLUMNS])
 
 
-def _union_frame_by_pandas(rows):
-    """The obvious construction (the operator's before it cost 4.5 ms a session): the oracle."""
+def _arrow(frame):
+    """The conversion PySpark 4.2 applies to a pandas operator's output frames."""
+    return PandasToArrowConversion.convert(frame, _schema(), timezone="UTC", arrow_cast=True, assign_cols_by_name=True)
+
+
+def _rows_by_dicts(step, processed_ms):
+    """The obvious construction (the operator's before it built columns): a dict per output row."""
+    import dataclasses
+
+    out = [{"output": "rows", **dataclasses.asdict(c)} for c in step.changes]
+    for q in step.quarantine:
+        record = dataclasses.asdict(q)
+        if isinstance(record["key"], bytes):
+            record["key"] = record["key"].decode("utf-8", "replace")
+        out.append({"output": "quarantine", **record, "processed_ms": processed_ms})
+    status = {lake.STATUS_COLUMNS.get(k, k): v for k, v in dataclasses.asdict(step.status).items()}
+    return out + [{"output": "sessions", **status, "processed_ms": processed_ms}]
+
+
+def _frame_by_pandas(rows):
+    """Rows as the typed frame the operator built before (nullable Int64/Int32 columns): the oracle."""
     import pandas as pd
 
     frame = pd.DataFrame(rows, columns=[name for name, _ in lake.UNION_COLUMNS])
@@ -47,19 +56,42 @@ def _union_frame_by_pandas(rows):
     return frame
 
 
-def test_union_frame_equals_the_obvious_pandas_construction_cell_for_cell():
-    import pandas as pd
+def _a_step_with_every_output():
+    """One session's step with row changes, quarantined records (one undecodable, one with a
+    key in bytes) and its status."""
+    from job.engine import session as sm
 
-    rows = [
-        {"output": "rows", "session": "s", "epoch": 0, "seq": 2, "partition": 1, "offset": 5, "data": '{"a": 1}', "op": "upsert"},
-        {"output": "quarantine", "session": "s", "topic": "t", "partition": 0, "offset": 2**40, "value": b"\xff{",
-         "key": None, "reason": "invalid-json", "processed_ms": 1_732_233_600_123},
-        {"output": "sessions", "session": "s", "rows": 3, "status": "open", "last_seq": -1, "gaps": 0},
+    messages = base_session()
+    records = [sm.Record("t", 0, i, SID, encode(m), 1000 + i) for i, m in enumerate(messages)]
+    records.insert(3, sm.Record("t", 0, 99, SID, b"\xff{", 1099))
+    step = sm.step(None, records, policy="resync")
+    assert step.changes and step.quarantine, "the step should have changes and quarantined records"
+    bytes_key = dataclasses.replace(step.quarantine[0], key=SID.encode())
+    return dataclasses.replace(step, quarantine=[*step.quarantine, bytes_key])
+
+
+def test_step_columns_hold_what_a_dict_per_output_row_holds():
+    step = _a_step_with_every_output()
+    columns = step_columns(step.changes, step.quarantine, [step.status], 1_732_233_600_123)
+    assert list(columns) == [name for name, _ in lake.UNION_COLUMNS]
+    rows = _rows_by_dicts(step, 1_732_233_600_123)
+    assert [dict(zip(columns, values)) for values in zip(*columns.values())] == [
+        {name: row.get(name) for name, _ in lake.UNION_COLUMNS} for row in rows
     ]
-    for subset in (rows, rows[:1], rows[2:], []):
-        pd.testing.assert_frame_equal(_union_frame(subset), _union_frame_by_pandas(subset))
-    frame = _union_frame(rows)
-    assert frame["value"].tolist() == [None, b"\xff{", None] and frame["offset"].tolist() == [5, 2**40, pd.NA]
+    assert columns["key"][-3:-1] == [step.quarantine[0].key, SID]  # the bytes key decoded
+
+
+def test_the_operators_frame_converts_to_the_arrow_arrays_of_the_typed_frame():
+    step = _a_step_with_every_output()
+    rows = _rows_by_dicts(step, 7)
+    frame = _frame(step_columns(step.changes, step.quarantine, [step.status], 7))
+    for subset in (slice(None), slice(0, 1), slice(-1, None), slice(0, 0)):
+        ours, theirs = _arrow(frame.iloc[subset].reset_index(drop=True)), _arrow(_frame_by_pandas(rows[subset]))
+        for name, _ in lake.UNION_COLUMNS:
+            assert isinstance(ours.column(name), pa.Array), f"{name} became {type(ours.column(name)).__name__}"
+            assert ours.column(name).equals(theirs.column(name)), name
+    assert step.quarantine[0].value == b"\xff{" and frame["value"].tolist()[len(step.changes)] == b"\xff{"
+    assert frame["offset"].tolist()[-1] == step.status.last_offset
 
 
 @pytest.mark.parametrize(
