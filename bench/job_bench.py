@@ -590,6 +590,10 @@ ROUNDS: dict[str, tuple[str, list[tuple[str, Callable[[int], dict]]]]] = {
                 "per output folder (JobConfig.sink_writers 0 / 4), the raw archive in the sink",
                 [("open files", lambda _: {"raw": True, "raw_in_sink": True, "sink_writers": 4}),
                  ("sorted", lambda _: {"raw": True, "raw_in_sink": True, "sink_writers": 0})]),
+    "wait": ("the executors' Kafka fetch.max.wait.ms at 10 ms / 1 ms (JobConfig.fetch_max_wait_ms), the raw archive "
+             "in the sink",
+             [("wait 10", lambda _: {"raw": True, "raw_in_sink": True, "fetch_wait_ms": 10}),
+              ("wait 1", lambda _: {"raw": True, "raw_in_sink": True, "fetch_wait_ms": 1})]),
 }  # fmt: skip
 #: Their stage labels: a round's run is never taken for an earlier stage's run of the same setup.
 ROUND_LABELS = tuple(label for _, variants in ROUNDS.values() for label, _ in variants)
