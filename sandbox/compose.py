@@ -56,8 +56,6 @@ COMPOSE_SERVICES: tuple[str, ...] = (*CORE_SERVICES, "jupyter")
 LEARNER_VOLUME = "workbook"
 #: The compose file runs exactly this many Spark workers.
 COMPOSE_WORKERS = 2
-#: The driver UI port inside the jupyter container (published as 4040 + the port offset).
-DRIVER_UI_PORT = 4040
 
 _QUICK_TIMEOUT_S = 120.0
 _DOCKER_FIX = "install Docker Engine or Docker Desktop (https://docs.docker.com/get-docker/), or use OSL_BACKEND=local"
@@ -106,7 +104,7 @@ class ComposeCommandError(SandboxError):
 # --------------------------------------------------------------------------- engine probing
 def port_offset(ports: Ports) -> int:
     """How far ``ports`` are shifted from the defaults (``OSL_PORT_OFFSET``)."""
-    return ports.kafka - Ports().kafka
+    return ports.offset
 
 
 def compose_environment(settings: Settings) -> dict[str, str]:
@@ -122,7 +120,7 @@ def compose_environment(settings: Settings) -> dict[str, str]:
         "OSL_SPARK_WORKER_1_UI_PORT": p.worker_ui(1),
         "OSL_SPARK_WORKER_2_UI_PORT": p.worker_ui(2),
         "OSL_JUPYTER_PORT": p.jupyter,
-        "OSL_SPARK_DRIVER_UI_PORT": DRIVER_UI_PORT + port_offset(p),
+        "OSL_SPARK_DRIVER_UI_PORT": p.spark_driver_ui,
         "OSL_S3_ACCESS_KEY": settings.s3_access_key,
         "OSL_S3_SECRET_KEY": settings.s3_secret_key,
         "OSL_BUCKET": settings.bucket,

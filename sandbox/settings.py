@@ -33,6 +33,7 @@ class Ports:
     spark_master_ui: int = 8080
     spark_worker_ui_base: int = 8081  # worker N listens on base + N - 1
     jupyter: int = 8888
+    spark_driver_ui: int = 4040  # the job's driver (Spark tries the next 16 ports when it is taken)
 
     def shifted(self, offset: int) -> Ports:
         return Ports(**{name: value + offset for name, value in self.__dict__.items()})

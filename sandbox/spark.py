@@ -43,7 +43,7 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         ),
         # class-data sharing (sandbox/cds.py): the JVMs map their classes instead of loading them
         **({"spark.executor.extraJavaOptions": executor_options} if executor_options else {}),
-        "spark.ui.port": str(4040 + settings.ports.kafka - 9092),
+        "spark.ui.port": str(settings.ports.spark_driver_ui),
         "spark.executor.memory": "1g",
         "spark.executor.cores": "1",
         "spark.cores.max": str(settings.spark_app_cores),
