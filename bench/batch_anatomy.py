@@ -99,7 +99,7 @@ def main() -> int:
         # query 2's first batch is the first batch of a warm application
         cfg = job_config(settings, f"anatomy-{uuid.uuid4().hex[:6]}", Path(ledger).parent.name + "-",
                          trigger="available-now", max_offsets_per_trigger=args.cap, input_tasks=args.input_tasks,
-                         **({} if args.fetch_wait_ms is None else {"fetch_max_wait_ms": args.fetch_wait_ms}))  # fmt: skip
+                         fetch_max_wait_ms=args.fetch_wait_ms)  # fmt: skip
         started = time.monotonic()
         queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
         pipeline.await_all(queries, timeout_s=1800)

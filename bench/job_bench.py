@@ -247,8 +247,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
 
     cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
                      max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms,
-                     state_partitions=partitions, input_tasks=input_tasks,
-                     **({} if sink_writers is None else {"sink_writers": sink_writers}))  # fmt: skip
+                     state_partitions=partitions, input_tasks=input_tasks, sink_writers=sink_writers)  # fmt: skip
     started = time.monotonic()
     if not track_rows:
         spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
