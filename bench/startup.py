@@ -8,7 +8,7 @@ Reports, in one run:
   * restart: ``down`` then ``up`` again on existing data, and a killed broker started again;
 and the resident memory of each service once healthy.
 
-    .venv/bin/python bench/startup.py [--include-minio-build] [--port-offset 35000]
+    .venv/bin/python bench/startup.py [--include-minio-build] [--port-offset 22000]
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def _timed_up(backend: LocalBackend) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--include-minio-build", action="store_true", help="rebuild MinIO in the cold run (minutes)")
-    parser.add_argument("--port-offset", type=int, default=35000)
+    parser.add_argument("--port-offset", type=int, default=22000,
+                        help="where the cold sandbox's ports go; keep them below the ephemeral range (default 22000)")
     args = parser.parse_args()
 
     # up's one-time class-data warm-up (sandbox/cds.py) is not part of what these rows time
