@@ -37,7 +37,7 @@ from sandbox.errors import (
     ToolMissingError,
     UnknownServiceError,
 )
-from sandbox.settings import PROJECT, BackendKind, Endpoints, Ports, Settings, docker_engine_answers, project_root
+from sandbox.settings import PROJECT, BackendKind, Endpoints, Settings, docker_engine_answers, project_root
 
 __all__ = [
     "ComposeBackend",
@@ -102,11 +102,6 @@ class ComposeCommandError(SandboxError):
 
 
 # --------------------------------------------------------------------------- engine probing
-def port_offset(ports: Ports) -> int:
-    """How far ``ports`` are shifted from the defaults (``OSL_PORT_OFFSET``)."""
-    return ports.offset
-
-
 def compose_environment(settings: Settings) -> dict[str, str]:
     """The ``OSL_*`` variables docker-compose.yml reads, from ``settings`` and sandbox/versions.py
     (they override .env): host ports, credentials, sizes, image versions, the build CA bundle."""
@@ -129,7 +124,7 @@ def compose_environment(settings: Settings) -> dict[str, str]:
         "OSL_SPARK_WORKER_CORES": settings.spark_worker_cores,
         "OSL_SPARK_WORKER_MEMORY": settings.spark_worker_memory,
     }
-    env["OSL_PORT_OFFSET"] = port_offset(p)
+    env["OSL_PORT_OFFSET"] = p.offset
     if settings.maven_repo:
         env["OSL_MAVEN_REPO"] = settings.maven_repo
     if settings.build_ca_bundle:
@@ -169,7 +164,7 @@ class ComposeBackend:
             compose_file = root / "docker-compose.yml"
         self.settings = settings
         self.compose_file = Path(compose_file).resolve()
-        offset = port_offset(settings.ports)
+        offset = settings.ports.offset
         self.project_name = project_name or (PROJECT if offset == 0 else f"{PROJECT}-p{offset}")
         self._progress = progress
         self._checked = False

@@ -23,6 +23,8 @@ RESERVED = (0, 10_000, 15_000, 20_000)
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 #: Linux's default, for a machine without that file.
 DEFAULT_EPHEMERAL = (32_768, 60_999)
+#: The driver UI's port and the next ``spark.port.maxRetries`` (16, Spark's default) it may try.
+DRIVER_UI_TRIES = 17
 
 
 def sandbox_ports(offset: int, workers: int = 2) -> list[int]:
@@ -30,7 +32,7 @@ def sandbox_ports(offset: int, workers: int = 2) -> list[int]:
     p = Ports().shifted(offset)
     return [p.kafka, p.kafka_controller, p.minio, p.minio_console, p.spark_master, p.spark_master_ui,
             p.jupyter, *(p.worker_ui(n) for n in range(1, workers + 1)),
-            *range(p.spark_driver_ui, p.spark_driver_ui + 17)]  # fmt: skip
+            *range(p.spark_driver_ui, p.spark_driver_ui + DRIVER_UI_TRIES)]  # fmt: skip
 
 
 def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
