@@ -107,3 +107,21 @@ def test_an_error_the_producers_stored_in_their_summary_fails_the_demo(monkeypat
     with pytest.raises(ProducerError, match=r"stopped early \(error\): the Kafka producer .* hit a fatal error"):
         pipeline()
     assert spark.stopped
+
+
+def test_a_spark_start_that_fails_stops_the_producers_already_sending(monkeypatch, settings):
+    """The producers start before the Spark application (the job reads their backlog), so a
+    Spark session that cannot start must stop them, not leave them sending."""
+    import sandbox.spark
+
+    runner = _Runner()
+    _spark, pipeline = _run_pipeline(monkeypatch, settings, runner, lambda *_a, **_k: [])
+
+    def no_session(*_a, **_k):
+        assert not runner.stopped.is_set(), "the producers should be running while Spark starts"
+        raise TimeoutError("spark master not ready after 120s")
+
+    monkeypatch.setattr(sandbox.spark, "spark_session", no_session)
+    with pytest.raises(TimeoutError, match="spark master not ready"):
+        pipeline()
+    assert runner.stopped.is_set()
