@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from sandbox import health, versions
@@ -316,19 +317,18 @@ class ComposeBackend:
         self._stage_minio()
         self._progress(f"[compose] building images for {self.project_name} (cached after the first build) ...")
         self._compose_streaming("build", label="the image build")
-        self._progress("[compose] starting services and waiting for their healthchecks ...")
-        # Services start in dependency order (jupyter waits for all the others), so the whole
-        # chain gets twice the budget of one service.
+        self._progress("[compose] starting services and waiting until each passes its check ...")
+        # No `--wait`: Docker runs a healthcheck every 5 s (no `start_interval` before Engine 25),
+        # so waiting on them found a ready stack about 5 s late. `up --detach` returns once every
+        # container has started (minio-init after MinIO's healthcheck); then each service's own
+        # check, from this machine, every half second, and a container that exits or that Docker
+        # calls unhealthy ends the wait at once, with its log.
         try:
-            self._compose_streaming(
-                "up", "--detach", "--wait", "--no-build", "--remove-orphans",
-                "--wait-timeout", str(int(2 * self.settings.start_timeout_s)),
-                label="docker compose up",
-            )  # fmt: skip
+            self._compose_streaming("up", "--detach", "--no-build", "--remove-orphans", label="docker compose up")
         except ComposeCommandError as exc:
             raise self._start_failure(exc) from None
         for name in self.services():
-            self._wait_healthy(name)
+            self._wait_healthy(name, abort=self._failed_container)
         self._progress(f"[compose] all services healthy ({time.monotonic() - started:.1f}s)")
 
     def _stage_minio(self) -> None:
@@ -385,7 +385,19 @@ class ComposeBackend:
 
     def status(self) -> list[ServiceStatus]:
         states = self._container_states()
-        return [self._status_of(name, states.get(name)) for name in self.services()]
+        return [self._checked_status(name, states.get(name)) for name in self.services()]
+
+    def _checked_status(self, service: str, record: dict | None) -> ServiceStatus:
+        """Docker's verdict, except in the seconds after ``up`` before its first healthcheck
+        ("starting"): ``up`` returns as soon as the service's own check passes, so that check
+        decides until Docker has one of its own."""
+        status = self._status_of(service, record)
+        if (record or {}).get("State") == "running" and (record or {}).get("Health") == "starting":
+            result = self._probe(service)()
+            if result:
+                return replace(status, state=ServiceState.RUNNING,
+                               detail=f"{result.detail} (Docker's first healthcheck is still to come)")  # fmt: skip
+        return status
 
     def logs(self, service: str, lines: int = 50) -> str:
         self._known(service)
@@ -489,11 +501,26 @@ class ComposeBackend:
             raise ServiceStartError(service, f"was unpaused but does not pass its healthcheck: {exc}",
                                     self._logs_hint(service), self._safe_logs(service)) from None  # fmt: skip
 
-    def _wait_healthy(self, service: str) -> None:
-        """The shared real-work check for ``service``, from this machine, until it passes."""
+    def _wait_healthy(self, service: str, *, abort: Callable[[], SandboxError | None] | None = None) -> None:
+        """The shared real-work check for ``service``, from this machine, until it passes; with
+        ``abort``, the error it returns between checks ends the wait."""
         probe = self._probe(service)
+        failed: list[SandboxError] = []
+        asked = [0.0]
+
+        def stop_early() -> str | None:  # at most every 2 s: each ask is a `docker compose ps`
+            if abort is None or time.monotonic() - asked[0] < 2.0:
+                return None
+            asked[0] = time.monotonic()
+            if (error := abort()) is not None:
+                failed.append(error)
+                return str(error)
+            return None
+
         try:
-            result = health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=service)
+            result = health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=service, abort=stop_early)
+        except health._Aborted:
+            raise failed[0] from None
         except TimeoutError as exc:
             raise ServiceStartError(
                 service, f"is up in Docker but fails its check from this machine: {exc}",
@@ -501,12 +528,23 @@ class ComposeBackend:
             ) from None  # fmt: skip
         self._progress(f"[compose] {service} healthy: {result.detail}")
 
+    def _failed_container(self) -> SandboxError | None:
+        """A ServiceStartError for a container that exited, died or failed Docker's healthcheck
+        (minio-init exiting 0 is its success), else None."""
+        try:
+            return self._container_failure(self._container_states())
+        except SandboxError:
+            return None  # the engine did not answer this once; the service's own check goes on
+
     def _start_failure(self, exc: ComposeCommandError, *, prefer: str | None = None) -> SandboxError:
-        """Turn a failed ``up --wait`` into a ServiceStartError for the service that failed."""
+        """Turn a failed ``up`` into a ServiceStartError for the service that failed."""
         try:
             states = self._container_states()
         except SandboxError:
             return exc
+        return self._container_failure(states, prefer=prefer) or exc
+
+    def _container_failure(self, states: dict[str, dict], *, prefer: str | None = None) -> ServiceStartError | None:
         order = ([prefer] if prefer else []) + ["minio-init", *COMPOSE_SERVICES]
         for name in order:
             record = states.get(name)
@@ -519,7 +557,7 @@ class ComposeBackend:
                     else f"did not become healthy ({record.get('Status', '')})"
                 )  # fmt: skip
                 return ServiceStartError(name, reason, self._logs_hint(name), self._safe_logs(name))
-        return exc
+        return None
 
     def _logs_hint(self, service: str) -> str:
         """The command that shows a service's whole log (works from any directory)."""

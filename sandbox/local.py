@@ -68,6 +68,7 @@ class LocalBackend:
     def up(self) -> None:
         self._check_other_sandboxes()
         started = time.monotonic()
+        master_starting = False
         for name in self.services():
             pid = self._pid(name)
             if pid is not None:
@@ -79,7 +80,14 @@ class LocalBackend:
                 # a cold start: what an earlier master recorded names workers and applications
                 # that are gone, and recovering them would hold the new master back a worker timeout
                 shutil.rmtree(self._layout.recovery_dir, ignore_errors=True)
+            if name.startswith("spark-worker-") and master_starting:
+                # A worker that reaches a master still starting is told "standby" and tries again
+                # only after a random 5-15 s that Spark does not let one set; Kafka and MinIO go on
+                # starting meanwhile.
+                self._wait_healthy(self._spec("spark-master"))
+                master_starting = False
             self._start(name)
+            master_starting = master_starting or name == "spark-master"
         self._register()
         for name in self.services():
             self._wait_healthy(self._spec(name))

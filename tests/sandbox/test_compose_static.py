@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -80,6 +81,20 @@ def test_compose_workers_clean_up_ended_applications_like_local_ones():
     services = _compose()["services"]
     for name in ("spark-worker-1", "spark-worker-2"):
         assert services[name]["environment"]["SPARK_WORKER_OPTS"] == SPARK_WORKER_OPTS, name
+
+
+def test_compose_spark_daemons_run_with_the_local_ones_jvm_options():
+    from sandbox.local_services import SPARK_DAEMON_JAVA_OPTS
+
+    services = _compose()["services"]
+    for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
+        assert services[name]["environment"]["SPARK_DAEMON_JAVA_OPTS"] == SPARK_DAEMON_JAVA_OPTS, name
+
+
+def test_compose_workers_start_once_the_master_is_alive():
+    services = _compose()["services"]
+    for name in ("spark-worker-1", "spark-worker-2"):
+        assert services[name]["command"][:3] == ["python", "/opt/osl/docker/spark_worker_start.py", "spark-class"], name
 
 
 def test_compose_master_recovers_its_applications_like_the_local_one():
@@ -415,7 +430,8 @@ def test_logs_asks_compose_for_the_tail_of_one_service(backend, fake_docker):
     assert fake_docker.compose_calls() == [["logs", "--no-color", "--no-log-prefix", "--tail", "2", "jupyter"]]
 
 
-def test_status_maps_compose_states_in_start_order(backend, fake_docker):
+def test_status_maps_compose_states_in_start_order(backend, fake_docker, monkeypatch):
+    monkeypatch.setattr(compose_mod, "_check_jupyter", lambda *_a, **_k: health.Health(False, "connection refused"))
     fake_docker.ps = [
         {"Service": "kafka", "State": "running", "Health": "healthy", "Status": "Up 1 minute (healthy)"},
         {"Service": "minio", "State": "running", "Health": "unhealthy", "Status": "Up (unhealthy)"},
@@ -471,8 +487,33 @@ def test_up_builds_then_waits_then_checks_health_from_this_machine(backend, fake
     backend.up()
     calls = fake_docker.compose_calls()
     assert calls[0] == ["build"]
-    assert calls[1][:4] == ["up", "--detach", "--wait", "--no-build"]
+    assert calls[1][:3] == ["up", "--detach", "--no-build"] and "--wait" not in calls[1]
     assert checked == ["kafka", "minio", "spark-master", "w1", "w2", "jupyter"]
+
+
+def test_up_stops_waiting_when_a_container_fails_and_names_it(backend, fake_docker, monkeypatch):
+    """`up` waits on each service's own check, not on Docker's healthchecks; a container that
+    exits meanwhile ends the wait at once, with its log, instead of after the start timeout."""
+    down = lambda *_a, **_k: health.Health(False, "connection refused")  # noqa: E731
+    for name in ("check_kafka", "check_minio", "check_spark", "check_spark_worker"):
+        monkeypatch.setattr(health, name, down)
+    fake_docker.ps = _record(spark_worker_1="exited")
+    started = time.monotonic()
+    with pytest.raises(ServiceStartError, match="spark-worker-1 exited with code 137") as info:
+        backend.up()
+    assert time.monotonic() - started < 10 and "line 3" in info.value.log_tail
+
+
+def test_status_trusts_the_services_own_check_until_dockers_first_healthcheck(backend, fake_docker, monkeypatch):
+    """Right after `up` Docker may not have run a healthcheck yet ("starting"): the service's
+    own check decides then, so `status` does not call a ready service unhealthy."""
+    answer = health.Health(True, "Jupyter server 2.21.1")
+    monkeypatch.setattr(compose_mod, "_check_jupyter", lambda *_a, **_k: answer)
+    fake_docker.ps = [{"Service": "jupyter", "State": "running", "Health": "starting", "Status": "Up (health: starting)"}]
+    jupyter = {s.name: s for s in backend.status()}["jupyter"]
+    assert jupyter.state is ServiceState.RUNNING and "first healthcheck is still to come" in jupyter.detail
+    answer = health.Health(False, "connection refused")
+    assert {s.name: s for s in backend.status()}["jupyter"].state is ServiceState.UNHEALTHY
 
 
 def test_up_names_the_service_that_failed_its_healthcheck(backend, fake_docker):

@@ -33,3 +33,36 @@ def test_up_is_idempotent_down_leaves_nothing_and_a_second_sandbox_is_refused(tm
         first.down()
     assert sandbox_processes(settings) == []
     assert all(s.state == "stopped" for s in first.status())
+
+
+def test_a_cold_up_starts_the_workers_once_the_master_is_alive(tmp_path, sandbox_settings, monkeypatch):
+    """A worker that registers while the master is still starting is told "standby" and retries
+    only 5-15 s later (Spark's fixed, random interval): `up` starts the workers after the
+    master's check passes, while Kafka and MinIO go on starting (pure unit: stand-ins for the
+    processes)."""
+    backend = LocalBackend(replace(sandbox_settings, state_dir=tmp_path / "order"), progress=lambda _m: None)
+    events: list[str] = []
+    monkeypatch.setattr(backend, "_check_other_sandboxes", lambda: None)
+    monkeypatch.setattr(backend, "_pid", lambda _name: None)
+    monkeypatch.setattr(backend, "_spec", lambda name, **_k: name)
+    monkeypatch.setattr(backend, "_start", lambda name: events.append(f"start {name}"))
+    monkeypatch.setattr(backend, "_wait_healthy", lambda name: events.append(f"healthy {name}"))
+    monkeypatch.setattr(backend, "_register", lambda: None)
+    monkeypatch.setattr("sandbox.local.cds.ensure", lambda *_a, **_k: None)
+    backend.up()
+    first_worker = events.index("start spark-worker-1")
+    assert events[:first_worker] == ["start kafka", "start minio", "start spark-master", "healthy spark-master"]
+    assert events[first_worker:first_worker + 2] == ["start spark-worker-1", "start spark-worker-2"]
+
+
+def test_a_cold_up_leaves_no_worker_retrying_its_registration(tmp_path, sandbox_settings):
+    """For real: after a cold `up`, no worker's log (since its start) says it had to retry."""
+    settings = replace(sandbox_settings, state_dir=tmp_path / "cold", ports=Ports().shifted(free_port_offset()))
+    backend = LocalBackend(settings, progress=lambda _m: None)
+    try:
+        backend.up()
+        for n in range(1, settings.spark_workers + 1):
+            log = (settings.state_dir / "logs" / f"spark-worker-{n}.log").read_text().rsplit("sandbox starts", 1)[-1]
+            assert "Successfully registered with master" in log and "Retrying connection to master" not in log, log[-2000:]
+    finally:
+        backend.down()

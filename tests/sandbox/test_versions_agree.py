@@ -288,13 +288,13 @@ def test_dependents_wait_for_healthy_services():
 def test_dependency_rule_notices_a_dependency_without_health():
     compose = load_compose()
     broken = copy.deepcopy(compose)
-    broken["services"]["jupyter"]["depends_on"]["kafka"] = {"condition": "service_started"}
-    assert any("jupyter -> kafka" in p for p in problems_with_dependencies(broken))
+    broken["services"]["minio-init"]["depends_on"]["minio"] = {"condition": "service_started"}
+    assert any("minio-init -> minio" in p for p in problems_with_dependencies(broken))
     broken = copy.deepcopy(compose)
-    del broken["services"]["spark-master"]["healthcheck"]
-    assert any("spark-master has dependents" in p for p in problems_with_dependencies(broken))
+    del broken["services"]["minio"]["healthcheck"]
+    assert any("minio has dependents" in p for p in problems_with_dependencies(broken))
     broken = copy.deepcopy(compose)
-    broken["services"]["jupyter"]["depends_on"] = ["kafka"]
+    broken["services"]["minio-init"]["depends_on"] = ["minio"]
     assert any("is a list" in p for p in problems_with_dependencies(broken))
 
 
