@@ -427,15 +427,11 @@ class ComposeBackend:
             self._progress(f"[compose] stopping {service}")
             self._compose("stop", service, timeout_s=120)
         self._progress(f"[compose] starting {service}")
-        try:
-            self._compose(
-                "up", "--detach", "--wait", "--no-build", "--no-deps",
-                "--wait-timeout", str(int(self.settings.start_timeout_s)), service,
-                timeout_s=self.settings.start_timeout_s + 60,
-            )  # fmt: skip
+        try:  # no `--wait`: its own check, every 0.5 s, as in `up`
+            self._compose("up", "--detach", "--no-build", "--no-deps", service, timeout_s=self.settings.start_timeout_s + 60)
         except ComposeCommandError as exc:
             raise self._start_failure(exc, prefer=service) from None
-        self._wait_healthy(service)
+        self._wait_healthy(service, abort=lambda: self._failed_container(only=service))
 
     # ------------------------------------------------------------------------- internals
     def _known(self, service: str) -> None:
@@ -528,11 +524,12 @@ class ComposeBackend:
             ) from None  # fmt: skip
         self._progress(f"[compose] {service} healthy: {result.detail}")
 
-    def _failed_container(self) -> SandboxError | None:
-        """A ServiceStartError for a container that exited, died or failed Docker's healthcheck
-        (minio-init exiting 0 is its success), else None."""
+    def _failed_container(self, *, only: str | None = None) -> SandboxError | None:
+        """A ServiceStartError for a container (``only`` that service's) that exited, died or
+        failed Docker's healthcheck (minio-init exiting 0 is its success), else None."""
         try:
-            return self._container_failure(self._container_states())
+            states = self._container_states()
+            return self._container_failure({only: states[only]} if only in states else {} if only else states)
         except SandboxError:
             return None  # the engine did not answer this once; the service's own check goes on
 

@@ -619,3 +619,22 @@ def test_without_a_local_minio_nothing_is_staged_and_the_image_builds_its_own(tm
     backend = ComposeBackend(make_settings(tmp_path), compose_file=root / "docker-compose.yml", progress=lambda _: None)
     backend._stage_minio()
     assert sorted(p.name for p in (root / "prebuilt").iterdir()) == []
+
+
+def test_restart_waits_on_the_services_own_check_and_only_its_own_container(backend, fake_docker, monkeypatch):
+    """`restart` starts one container without `--wait` and waits on its own check; another
+    service a drill killed earlier (exited 137) does not end the wait, the restarted one does."""
+    answers = iter([health.Health(False, "not yet"), health.Health(True, "registered")])
+    monkeypatch.setattr(health, "check_spark_worker", lambda *_a, **_k: next(answers))
+    fake_docker.ps = [
+        {"Service": "spark-worker-1", "State": "running", "Health": "starting", "Status": "Up"},
+        {"Service": "spark-worker-2", "State": "exited", "Health": "", "Status": "Exited (137)", "ExitCode": 137},
+    ]
+    backend.restart("spark-worker-1")
+    ups = [c for c in fake_docker.compose_calls() if c[0] == "up"]
+    assert ups == [["up", "--detach", "--no-build", "--no-deps", "spark-worker-1"]]
+
+    fake_docker.ps = [{"Service": "spark-worker-2", "State": "exited", "Health": "", "Status": "Exited (1)", "ExitCode": 1}]
+    monkeypatch.setattr(health, "check_spark_worker", lambda *_a, **_k: health.Health(False, "not registered"))
+    with pytest.raises(ServiceStartError, match="spark-worker-2 exited with code 1"):
+        backend.restart("spark-worker-2")
