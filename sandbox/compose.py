@@ -514,7 +514,8 @@ class ComposeBackend:
             return None
 
         try:
-            result = health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=service, abort=stop_early)
+            result = health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=service, abort=stop_early,
+                                     progress=self._progress)  # fmt: skip
         except health._Aborted:
             raise failed[0] from None
         except TimeoutError as exc:

@@ -638,3 +638,18 @@ def test_restart_waits_on_the_services_own_check_and_only_its_own_container(back
     monkeypatch.setattr(health, "check_spark_worker", lambda *_a, **_k: health.Health(False, "not registered"))
     with pytest.raises(ServiceStartError, match="spark-worker-2 exited with code 1"):
         backend.restart("spark-worker-2")
+
+
+def test_a_long_wait_in_up_says_what_it_waits_for(tmp_path, fake_docker, monkeypatch):
+    """Without `--wait` compose prints nothing while a service starts: `up` itself says which
+    service it waits for, for how long, and the last check's answer."""
+    lines: list[str] = []
+    backend = ComposeBackend(make_settings(tmp_path), compose_file=COMPOSE_FILE, progress=lines.append)
+    ready_at = time.monotonic() + 3.5
+    monkeypatch.setattr(health, "check_kafka", lambda *_a, **_k: health.Health(time.monotonic() >= ready_at, "no broker yet"))
+    for name in ("check_minio", "check_spark", "check_spark_worker"):
+        monkeypatch.setattr(health, name, lambda *_a, **_k: health.Health(True, "ok"))
+    monkeypatch.setattr(compose_mod, "_check_jupyter", lambda *_a, **_k: health.Health(True, "ok"))
+    backend.up()
+    waits = [line for line in lines if line.startswith("[sandbox] waiting for kafka")]
+    assert waits and "of at most" in waits[0] and "(last check: no broker yet)" in waits[0], lines
