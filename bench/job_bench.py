@@ -457,6 +457,10 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
                         help="live phase: the raw archive off, on (in the sink, the job's default) or off,on to alternate "
                              "(default off)")
     parser.add_argument("--live-rounds", type=int, default=1, help="live phase: repeat the job's runs, alternating")
+    parser.add_argument("--executor-gc", choices=sorted(EXECUTOR_GCS), default="parallel",
+                        help="the executors' garbage collector for this run's application (default parallel, the "
+                             "sandbox's sandbox.spark.EXECUTOR_GC; g1 is the JVM's own choice): an application's setting, "
+                             "so compare by alternating whole runs")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     if args.messages is None:
@@ -675,6 +679,20 @@ def save_report(report: dict, run: str, live: list[Latency]) -> None:
         print(f"plot:   {png}")
 
 
+#: ``--executor-gc``: the collector option the executors run with instead of the sandbox's.
+EXECUTOR_GCS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
+
+
+def executor_gc_conf(settings, name: str) -> dict[str, str]:
+    """The application's conf for ``--executor-gc name``: nothing for the sandbox's own collector."""
+    from sandbox.spark import EXECUTOR_GC, spark_conf
+
+    if EXECUTOR_GCS[name] == EXECUTOR_GC:
+        return {}
+    options = spark_conf(settings, progress=lambda _line: None)["spark.executor.extraJavaOptions"].split()
+    return {"spark.executor.extraJavaOptions": " ".join(EXECUTOR_GCS[name] if o == EXECUTOR_GC else o for o in options)}
+
+
 def main() -> int:
     """Run the phases the flags ask for and print the figures; 0, 1 when an output did not verify,
     2 when the sandbox did not start."""
@@ -695,7 +713,7 @@ def main() -> int:
         print(f"bench: the sandbox did not start: {exc}", file=sys.stderr)
         return 2
     say(f"Spark application job-bench (driver log {driver_log(settings)})")
-    spark = spark_session(settings, "job-bench")
+    spark = spark_session(settings, "job-bench", extra=executor_gc_conf(settings, args.executor_gc))
     cores = os.cpu_count()
     cold = [] if args.skip_warmup else warm_up(spark, settings, work, run, args, operators)
     sweep = sweep_phase(spark, settings, work, run, args, operators) if args.sweep else []
