@@ -63,3 +63,16 @@ def test_executor_gc_swaps_the_sandboxs_collector_and_keeps_every_other_option(j
     g1 = job_bench.executor_gc_conf(settings, "g1")["spark.executor.extraJavaOptions"].split()
     assert g1 == [("-XX:+UseG1GC" if o == EXECUTOR_GC else o) for o in own]
     assert "-XX:+UseG1GC" in g1 and EXECUTOR_GC not in g1 and "-XX:SharedArchiveFile=/x.jsa" in g1
+
+
+def test_the_baseline_is_the_median_of_its_runs_and_unverified_if_one_run_was(job_bench, monkeypatch):
+    runs = iter([(7.2, True), (6.4, True), (6.9, False)])
+
+    def one(*_a):
+        wall, ok = next(runs)
+        return job_bench.Throughput("baseline", 200_000, wall, verified=ok, verdict="OK" if ok else "2 lost")
+
+    monkeypatch.setattr(job_bench, "run_baseline_backlog", one)
+    base = job_bench.run_baseline_median(None, "p-", "ledger", 3)
+    assert base.wall_s == 6.9 and base.setup["runs_per_s"] == [27778, 31250, 28986]
+    assert base.verified is False and base.verdict == "2 lost"
