@@ -74,6 +74,7 @@ from bench.job_bench import (  # noqa: E402
     sink_visibility,
 )
 from job.drills.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
+from job.spark.config import trigger_ms  # noqa: E402
 from job.spark.query_progress import reached  # noqa: E402
 from sandbox.settings import shown  # noqa: E402
 
@@ -822,7 +823,8 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
     run_id = new_run_id()
     work = out / f"recovery-{run_id}"
     work.mkdir(parents=True, exist_ok=True)
-    cfg = detector or DetectorConfig()
+    # the latency band is at least one trigger interval wide (DetectorConfig.latency_floor_ms)
+    cfg = detector or DetectorConfig(latency_floor_ms=trigger_ms(trigger) or 0.0)
     idle = idle_s or max(30.0, schedule.down_s + (60.0 if schedule.target == "kafka" else 20.0))
     runs, tables, lags, reports = {}, {}, [], {}
     for n, system in enumerate(systems):
@@ -888,6 +890,8 @@ def main(argv: list[str] | None = None) -> int:
     # a 5 s window holds one batch or two and saw-tooths; 10 s spans about three.
     parser.add_argument("--smooth", type=int, default=10, help="detector: moving-average window, seconds (default 10)")
     parser.add_argument("--hold", type=int, default=10, help="detector: seconds back in band that count as recovered")
+    parser.add_argument("--latency-floor", type=float,
+                        help="detector: the latency band's half-width at least, ms (default: the trigger interval)")
     parser.add_argument("--seed", type=int, default=21)
     args = parser.parse_args(argv)
     if args.command == "job-worker":
@@ -901,6 +905,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.warmup >= 20, "--warmup must be at least 20 s (the detector's reference window)"),
         (args.interval > args.down + args.hold, "--interval must exceed --down plus --hold"),
         (args.rate > 0, "--rate must be positive"),
+        (trigger_ms(args.trigger) is not None, f"--trigger {args.trigger!r}: use an interval such as '1 second' or '500 ms'"),
+        (args.latency_floor is None or args.latency_floor >= 0, "--latency-floor is in ms: 0 or more"),
         (args.load is None or 0 < args.load < 1, "--load is a fraction of the job's capacity: between 0 and 1, e.g. 0.25"),
         (args.load is None or (systems and systems[0] == "job"), "--load needs the job to run first: --systems job,baseline"),
     ] if not ok]  # fmt: skip
@@ -909,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
     schedule = Schedule(target=args.target, action=args.action, failures=args.failures, interval_s=args.interval,
                         warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
     result = bench(schedule, systems=systems, trigger=args.trigger, seed=args.seed,
-                   detector=DetectorConfig(smooth_s=args.smooth, hold_s=args.hold))  # fmt: skip
+                   detector=DetectorConfig(smooth_s=args.smooth, hold_s=args.hold,
+                                           latency_floor_ms=trigger_ms(args.trigger) if args.latency_floor is None else args.latency_floor))  # fmt: skip
     clean = all(r.verdict.get("ok") for r in result["runs"].values())
     return 0 if clean else 1
 

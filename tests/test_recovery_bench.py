@@ -187,6 +187,18 @@ def test_a_load_is_a_fraction_of_the_job_s_capacity_so_the_job_must_run_first(rb
     assert "--load is a fraction of the job's capacity: between 0 and 1" in capsys.readouterr().err
 
 
+def test_the_detector_s_latency_band_is_one_trigger_wide_unless_told_and_a_bad_trigger_is_refused(rb, monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr(rb, "bench", lambda schedule, **kw: seen.update(kw) or {"runs": {}})
+    rb.main(["--trigger", "2 seconds", "--rate", "100"])
+    assert seen["detector"].latency_floor_ms == 2000 and seen["trigger"] == "2 seconds"
+    rb.main(["--latency-floor", "0", "--rate", "100"])
+    assert seen["detector"].latency_floor_ms == 0
+    with pytest.raises(SystemExit):
+        rb.main(["--trigger", "soon", "--rate", "100"])
+    assert "--trigger 'soon': use an interval such as '1 second'" in capsys.readouterr().err
+
+
 def test_the_busiest_worker_is_the_one_with_the_most_executor_cores_ties_to_the_lowest_number(rb):
     class Endpoints:
         spark_worker_uis = ["http://127.0.0.1:18081", "http://127.0.0.1:18082"]

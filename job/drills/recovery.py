@@ -15,8 +15,13 @@ The contract, for each metric (throughput, p90 latency) and each failure at time
 2. **Band.** From the smoothed samples in the reference window ``[f - baseline_s, f)``,
    minus the seconds an earlier failure had disturbed (its failure time up to its
    recovery, or to the end when it never recovered): mean ``m`` and standard deviation
-   ``s``; the band is ``m ± max(k·s, rel_floor·|m|, abs_floor)``. The floors keep a
-   perfectly flat series from having a zero-width band. When fewer than
+   ``s``; the band is ``m ± max(k·s, rel_floor·|m|, abs_floor)``, and for p90 latency
+   at least ``± latency_floor_ms``. The floors keep a perfectly flat series from having a
+   zero-width band. The latency floor is for micro-batch engines: a record waits for the
+   next trigger and then for its batch, so a system whose batches take a trigger interval
+   has latencies that move by up to that interval with the phase of the batches, whatever
+   a 20 s reference window happened to catch; a band narrower than that reads the batching
+   as a symptom (``bench/recovery_bench.py`` sets it to the trigger interval). When fewer than
    ``min_baseline_samples`` clean samples remain (back-to-back failures), the previous
    failure's band is reused; the first failure must have them. For p90 latency only the
    upper edge counts: a failure cannot make records visible sooner, and a reference window
@@ -78,6 +83,7 @@ class DetectorConfig:
     k: float = 3.0
     rel_floor: float = 0.15
     abs_floor: float = 1e-9
+    latency_floor_ms: float = 0.0
     hold_s: int = 10
     growth_abs_s: float = 10.0
     growth_rel: float = 0.5
@@ -86,7 +92,7 @@ class DetectorConfig:
         for name in ("smooth_s", "baseline_s", "min_baseline_samples", "hold_s"):
             if getattr(self, name) < 1:
                 raise DetectorError(f"detector setting {name}={getattr(self, name)!r}: use a whole number of at least 1")
-        for name in ("k", "rel_floor", "abs_floor", "growth_abs_s", "growth_rel"):
+        for name in ("k", "rel_floor", "abs_floor", "latency_floor_ms", "growth_abs_s", "growth_rel"):
             if not getattr(self, name) >= 0:
                 raise DetectorError(f"detector setting {name}={getattr(self, name)!r}: use a number of at least 0")
         if self.min_baseline_samples > self.baseline_s:
@@ -177,6 +183,20 @@ class RecoveryReport:
     def recovery_times(self, metric: str) -> list[float | None]:
         """Recovery time per failure for ``"throughput"`` or ``"latency"``."""
         return [getattr(f, metric).recovery_time_s for f in self.failures]
+
+    def describe(self) -> str:
+        """One line per failure and metric: the band, the impact and the recovery, relative to
+        the failure (what an assertion on the report should print when it fails)."""
+        lines = [self.verdict]
+        for f in self.failures:
+            for m in (f.throughput, f.latency):
+                b = m.band
+                band = f"<= {b.high:,.0f}" if b.upper_only else f"{b.low:,.0f}..{b.high:,.0f}"
+                at = lambda x: "none" if x is None else f"+{x - f.failure_s:.0f}s"  # noqa: E731
+                lines.append(f"failure {f.index} at {f.failure_s:.0f}s, {m.metric}: band {band} (mean {b.mean:,.0f}, "
+                             f"{b.samples} samples{', reused' if b.reused else ''}), impact {at(m.impact_s)}, "
+                             f"recovered {at(m.recovery_s)} (horizon +{f.horizon_s - f.failure_s:.0f}s)")  # fmt: skip
+        return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able: one entry per failure, the verdict and the settings."""
@@ -288,7 +308,7 @@ def _metric_recoveries(name: str, t: np.ndarray, smooth: np.ndarray, fails: list
             ref &= ~((t >= a) & (t < b))
         if ref.sum() >= cfg.min_baseline_samples:
             m, s = float(smooth[ref].mean()), float(smooth[ref].std())
-            half = max(cfg.k * s, cfg.rel_floor * abs(m), cfg.abs_floor)
+            half = max(cfg.k * s, cfg.rel_floor * abs(m), cfg.abs_floor, cfg.latency_floor_ms if name == "latency" else 0.0)
             band = Band(mean=m, std=s, low=m - half, high=m + half, samples=int(ref.sum()), upper_only=name == "latency")
         elif band is not None:
             band = Band(**{**band.__dict__, "reused": True})

@@ -33,6 +33,17 @@ OPERATORS: tuple[Operator, ...] = get_args(Operator)
 _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")
 
 
+def trigger_ms(trigger: str) -> float | None:
+    """A processing-time trigger's interval in milliseconds ("1 second" -> 1000.0); None for
+    ``available-now`` or anything the job would refuse."""
+    match = _TRIGGER.match(trigger)
+    if not match:
+        return None
+    unit = match.group(2)
+    scale = 1.0 if unit == "ms" or unit.startswith("milli") else 1000.0 if unit.startswith("s") else 60_000.0
+    return int(match.group(1)) * scale
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobConfig:
     """What the job reads, how strictly, and where it writes.

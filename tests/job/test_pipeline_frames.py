@@ -11,7 +11,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from job.engine.errors import ConfigError
 from job.spark import lake
-from job.spark.config import JobConfig
+from job.spark.config import JobConfig, trigger_ms
 from job.spark.pipeline import _frame, apply_batch, expire_session, step_columns
 from producers.contract import encode
 from tests.streams import SID, base_session
@@ -126,6 +126,15 @@ def _input_frames(messages, order):
     ]  # fmt: skip
     shuffled = pd.DataFrame([rows[i] for i in order])
     return [shuffled.iloc[:3], shuffled.iloc[3:]]  # Spark may hand a group over in several frames
+
+
+@pytest.mark.parametrize(
+    ("trigger", "ms"),
+    [("1 second", 1000), ("500 ms", 500), ("250 milliseconds", 250), ("2 seconds", 2000), ("5s", 5000), ("1 minute", 60_000),
+     ("3 m", 180_000), ("available-now", None), ("soon", None)],
+)
+def test_trigger_ms_reads_every_interval_the_job_accepts(trigger, ms):
+    assert trigger_ms(trigger) == ms
 
 
 def test_apply_batch_sorts_a_shuffled_group_by_offset_before_applying():

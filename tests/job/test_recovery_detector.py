@@ -183,3 +183,29 @@ def test_latency_back_below_a_slow_reference_is_recovered_but_throughput_above_i
     s2 = series(n=150, outages=[(60, 70)], catch_up=[(70, 145)])
     (g,) = detect(s2, [60], config=EXACT).failures
     assert g.throughput.impact_s == 60 and g.throughput.recovery_s is None  # the catch-up lasts to the end: not recovered
+
+
+def test_the_latency_floor_reads_a_shift_smaller_than_a_trigger_as_batching_not_a_failure():
+    """A micro-batch job's latency moves by up to a trigger interval with the phase of its
+    batches. Flat at 2000 ms before, a spike, then flat at 2400 ms (20 % up, less than a 1 s
+    trigger): with the floor the spike is the failure and 2400 is back to normal; without it
+    the job "never recovers". The throughput band keeps its own floors."""
+    s = series(n=150, outages=[(60, 70)], latency_spikes=[(60, 75)])
+    s["latency_p90_ms"] = [2000.0 if i < 60 else (8000.0 if i < 75 else 2400.0) for i in range(150)]
+    (tight,) = detect(s, [60], config=EXACT).failures
+    assert tight.latency.band.high == pytest.approx(2300) and tight.latency.recovery_s is None
+    floored = DetectorConfig(smooth_s=1, latency_floor_ms=1000)
+    (f,) = detect(s, [60], config=floored).failures
+    assert f.latency.band.high == pytest.approx(3000)
+    assert (f.latency.impact_s, f.latency.recovery_s) == (60, 75)
+    assert f.throughput.band.low == pytest.approx(85)  # not widened by the latency floor
+    with pytest.raises(DetectorError, match="latency_floor_ms"):
+        DetectorConfig(latency_floor_ms=-1)
+
+
+def test_describe_names_each_failure_s_band_impact_and_recovery_relative_to_it():
+    s = series(n=120, outages=[(60, 120)], latency_spikes=[(60, 75)])
+    text = detect(s, [60], config=EXACT).describe()
+    assert text.splitlines()[0].startswith("unstable: never recovered")
+    assert "failure 1 at 60s, throughput: band 85..115 (mean 100, 20 samples), impact +0s, recovered none (horizon +60s)" in text
+    assert "failure 1 at 60s, latency: band <= 1,150 (mean 1,000, 20 samples), impact +0s, recovered +15s" in text
