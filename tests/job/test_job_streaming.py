@@ -75,6 +75,10 @@ def test_policy_output_is_verified_against_the_ledger(policy, operator, input_ta
     assert report.ok, report.summary()
     rows = lake.read_output(spark, cfg.sink_path, "rows")
     assert rows.count() > 0
+    # the checkpoint is written through the raw local file system (sandbox/spark.py): no .crc beside its files
+    written = [p.relative_to(cfg.checkpoint).as_posix() for p in cfg.checkpoint.rglob("*") if p.is_file()]
+    assert any("/commits/" in f"/{f}" for f in written) and any("/state/" in f"/{f}" for f in written), written
+    assert not [f for f in written if f.endswith(".crc")], [f for f in written if f.endswith(".crc")]
     assert rows.where("topic IS NULL OR partition IS NULL OR offset IS NULL").count() == 0
 
 
