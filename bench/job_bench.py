@@ -61,6 +61,7 @@ os.environ.setdefault("OSL_BACKEND", "local")
 
 from job.spark import lake  # noqa: E402  (after the sandbox variables above)
 from job.spark.config import OPERATORS  # noqa: E402
+from sandbox.settings import EXECUTOR_GC_OPTIONS  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -475,10 +476,10 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--baseline-runs", type=int, default=3,
                         help="backlog and sweep: run the baseline this many times on each input and divide by the "
                              "median run (default 3: one run's time varies by up to 12 %%)")
-    parser.add_argument("--executor-gc", choices=sorted(EXECUTOR_GCS), default="parallel",
-                        help="the executors' garbage collector for this run's application (default parallel, the "
-                             "sandbox's sandbox.spark.EXECUTOR_GC; g1 is the JVM's own choice): an application's setting, "
-                             "so compare by alternating whole runs")
+    parser.add_argument("--executor-gc", choices=sorted(EXECUTOR_GC_OPTIONS),
+                        help="the executors' garbage collector for this run's application (default: OSL_SPARK_EXECUTOR_GC, "
+                             "else parallel, the sandbox's; g1 is the JVM's own choice): an application's setting, so "
+                             "compare by alternating whole runs")
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     if args.messages is None:
@@ -711,19 +712,6 @@ def save_report(report: dict, run: str, live: list[Latency]) -> None:
 
 
 #: ``--executor-gc``: the collector option the executors run with instead of the sandbox's.
-EXECUTOR_GCS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
-
-
-def executor_gc_conf(settings, name: str) -> dict[str, str]:
-    """The application's conf for ``--executor-gc name``: nothing for the sandbox's own collector."""
-    from sandbox.spark import EXECUTOR_GC, spark_conf
-
-    if EXECUTOR_GCS[name] == EXECUTOR_GC:
-        return {}
-    options = spark_conf(settings, progress=lambda _line: None)["spark.executor.extraJavaOptions"].split()
-    return {"spark.executor.extraJavaOptions": " ".join(EXECUTOR_GCS[name] if o == EXECUTOR_GC else o for o in options)}
-
-
 def main() -> int:
     """Run the phases the flags ask for and print the figures; 0, 1 when an output did not verify,
     2 when the sandbox did not start."""
@@ -733,7 +721,7 @@ def main() -> int:
     from sandbox import SandboxError, Settings, open_sandbox
     from sandbox.spark import driver_log, spark_session
 
-    settings = Settings.from_env()
+    settings = Settings.from_env(**({"executor_gc": args.executor_gc} if args.executor_gc else {}))
     run = new_run_id()
     work = RESULTS / f"job-{run}"
     work.mkdir(parents=True, exist_ok=True)
@@ -744,7 +732,7 @@ def main() -> int:
         print(f"bench: the sandbox did not start: {exc}", file=sys.stderr)
         return 2
     say(f"Spark application job-bench (driver log {driver_log(settings)})")
-    spark = spark_session(settings, "job-bench", extra=executor_gc_conf(settings, args.executor_gc))
+    spark = spark_session(settings, "job-bench")
     cores = os.cpu_count()
     cold = [] if args.skip_warmup else warm_up(spark, settings, work, run, args, operators)
     sweep = sweep_phase(spark, settings, work, run, args, operators) if args.sweep else []

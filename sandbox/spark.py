@@ -10,17 +10,9 @@ from pathlib import Path
 
 from sandbox import artifacts, cds
 from sandbox.artifacts import Progress, say
-from sandbox.settings import SPARK_JIT_OPTIONS, Settings
+from sandbox.settings import EXECUTOR_GC_OPTIONS, SPARK_JIT_OPTIONS, Settings
 
 
-#: The executors' garbage collector. The JVM picks G1 on a machine of two cores, and G1's
-#: concurrent marking threads ran beside every task: in a fleet backlog run (200,000 records,
-#: ``/proc/<pid>/task`` CPU times of both executors) they took 2.1 s of CPU and the collection
-#: threads 1.0 s, of the executors' 17.9 s. The parallel collector has no concurrent phase:
-#: twelve runs on six applications each, alternated, the job took 15.5 s with G1 and 14.3 s
-#: with it (5 of 6 application pairs faster; executors' CPU 14.2 -> 11.9 s; the serial
-#: collector was no different from it). README, Known limits.
-EXECUTOR_GC = "-XX:+UseParallelGC"
 
 
 def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str]:
@@ -40,7 +32,8 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     driver_cds, executor_cds = cds.java_options(settings)
     # C1 only (Settings.spark_jit): C2's compiler threads compete with the work on two cores
     jit = SPARK_JIT_OPTIONS[settings.spark_jit]
-    executor_options = " ".join(o for o in (jit, EXECUTOR_GC, executor_cds) if o)
+    # the parallel collector by default (Settings.executor_gc: G1's concurrent threads cost CPU)
+    executor_options = " ".join(o for o in (jit, EXECUTOR_GC_OPTIONS[settings.executor_gc], executor_cds) if o)
     return {
         "spark.master": e.spark_master,
         "spark.driver.extraClassPath": classpath,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 import pytest
 
@@ -51,18 +53,11 @@ def test_the_steady_p99_leaves_out_the_records_of_the_query_s_first_seconds(job_
     assert early.p99_steady_ms is None
 
 
-def test_executor_gc_swaps_the_sandboxs_collector_and_keeps_every_other_option(job_bench, tmp_path, monkeypatch):
-    from sandbox import Settings, artifacts, cds
-    from sandbox.spark import EXECUTOR_GC, spark_conf
-
-    monkeypatch.setattr(artifacts, "spark_job_jars", lambda *_a, **_k: [])
-    monkeypatch.setattr(cds, "java_options", lambda _s: ("", "-XX:SharedArchiveFile=/x.jsa -Xshare:auto"))
-    settings = Settings.from_env({"OSL_STATE_DIR": str(tmp_path)})
-    own = spark_conf(settings, progress=lambda _l: None)["spark.executor.extraJavaOptions"].split()
-    assert job_bench.executor_gc_conf(settings, "parallel") == {}  # the sandbox's own: nothing to change
-    g1 = job_bench.executor_gc_conf(settings, "g1")["spark.executor.extraJavaOptions"].split()
-    assert g1 == [("-XX:+UseG1GC" if o == EXECUTOR_GC else o) for o in own]
-    assert "-XX:+UseG1GC" in g1 and EXECUTOR_GC not in g1 and "-XX:SharedArchiveFile=/x.jsa" in g1
+def test_executor_gc_is_the_settings_collector_unless_the_flag_names_one(job_bench, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["job_bench.py", "--skip-live"])
+    assert job_bench.parse_args()[0].executor_gc is None  # Settings decides: OSL_SPARK_EXECUTOR_GC, else parallel
+    monkeypatch.setattr(sys, "argv", ["job_bench.py", "--skip-live", "--executor-gc", "g1"])
+    assert job_bench.parse_args()[0].executor_gc == "g1"
 
 
 def test_the_baseline_is_the_median_of_its_runs_and_unverified_if_one_run_was(job_bench, monkeypatch):

@@ -1,4 +1,4 @@
-"""The executors' JVMs run the collector ``sandbox.spark.EXECUTOR_GC`` names (README, Known
+"""The executors' JVMs run the collector ``Settings.executor_gc`` names (README, Known
 limits: G1's concurrent threads took a sixth of the executors' CPU on a fleet backlog)."""
 
 from __future__ import annotations

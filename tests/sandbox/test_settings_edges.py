@@ -69,7 +69,7 @@ def test_spark_s_jvms_compile_with_c1_only_unless_told_otherwise(tmp_path, monke
     application on two cores); ``OSL_SPARK_JIT=tiered`` gives the JVM's own default; anything
     else is refused naming the variable."""
     from sandbox import artifacts, cds
-    from sandbox.spark import EXECUTOR_GC, spark_conf
+    from sandbox.spark import spark_conf
 
     monkeypatch.setattr(artifacts, "spark_job_jars", lambda *_a, **_k: [])
     monkeypatch.setattr(cds, "java_options", lambda _s: ("", ""))
@@ -78,6 +78,25 @@ def test_spark_s_jvms_compile_with_c1_only_unless_told_otherwise(tmp_path, monke
         assert "-XX:TieredStopAtLevel=1" in default[f"spark.{role}.extraJavaOptions"].split(), role
     tiered = spark_conf(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), "OSL_SPARK_JIT": "tiered"}), progress=lambda _l: None)
     assert "TieredStopAtLevel" not in tiered["spark.driver.extraJavaOptions"]
-    assert tiered["spark.executor.extraJavaOptions"] == EXECUTOR_GC  # the collector is not a JIT option
+    assert tiered["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC"  # the collector is not a JIT option
     with pytest.raises(SandboxError, match=r"OSL_SPARK_JIT='c2' is not one of c1, tiered"):
         Settings.from_env({"OSL_SPARK_JIT": "c2"})
+
+
+def test_the_executors_collect_with_the_parallel_collector_unless_told_otherwise(tmp_path, monkeypatch):
+    """Parallel by default (README, Known limits: G1's concurrent threads took a sixth of the
+    executors' CPU); ``OSL_SPARK_EXECUTOR_GC=g1`` swaps it and keeps the JIT and CDS options;
+    the driver keeps the JVM's own; anything else is refused naming the variable."""
+    from sandbox import artifacts, cds
+    from sandbox.spark import spark_conf
+
+    monkeypatch.setattr(artifacts, "spark_job_jars", lambda *_a, **_k: [])
+    monkeypatch.setattr(cds, "java_options", lambda _s: ("", "-XX:SharedArchiveFile=/x.jsa -Xshare:auto"))
+    conf = lambda env: spark_conf(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), **env}), progress=lambda _l: None)  # noqa: E731
+    default = conf({})["spark.executor.extraJavaOptions"].split()
+    assert default == ["-XX:TieredStopAtLevel=1", "-XX:+UseParallelGC", "-XX:SharedArchiveFile=/x.jsa", "-Xshare:auto"]
+    g1 = conf({"OSL_SPARK_EXECUTOR_GC": "g1"})
+    assert g1["spark.executor.extraJavaOptions"].split() == ["-XX:TieredStopAtLevel=1", "-XX:+UseG1GC", "-XX:SharedArchiveFile=/x.jsa", "-Xshare:auto"]
+    assert "GC" not in g1["spark.driver.extraJavaOptions"]
+    with pytest.raises(SandboxError, match=r"OSL_SPARK_EXECUTOR_GC='zgc' is not one of parallel, g1"):
+        Settings.from_env({"OSL_SPARK_EXECUTOR_GC": "zgc"})
