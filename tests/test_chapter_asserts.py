@@ -243,8 +243,8 @@ def _ch10_bench(_tmp: Path) -> dict:
     return {"LOAD": 0.25, "capacity": {"capacity": 4880.0}, "schedule": ns(rate=2440.0, failures=3),
             "verdicts": {"job": True, "baseline": False},
             "result": {"runs": {"job": ns(verdict={"summary": "OK"}), "baseline": ns(verdict={"summary": "FAILED: 9 lost"})}},
-            "hit": [2, 0], "job": ns(all_recovered=False, verdict="unstable: never recovered from failure 2"),
-            "baseline": ns(all_detected=True, all_recovered=False, verdict="unstable"),
+            "hit": [2, 0], "job": ns(all_recovered=False, describe=lambda: "unstable: never recovered from failure 2"),
+            "baseline": ns(all_detected=True, all_recovered=False, describe=lambda: "unstable"),
             "peaks": [42_731, None, 97_586],
             "state_on": [2, 1, None]}  # fmt: skip
 
