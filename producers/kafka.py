@@ -344,32 +344,63 @@ class KafkaTransport:
         self._producer = _Closed()  # type: ignore[assignment]
 
 
+# What a broker answers about a partition it is still loading: a topic just created is in the
+# metadata (with its leader) a moment before that leader serves offset requests for it, and a
+# reader that asks in that moment gets one of these. They pass on their own; the deadline bounds them.
+_NOT_READY = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+})  # fmt: skip
+
+
 def partition_watermarks(
     bootstrap: str, select: Callable[[str], bool], *, timeout_s: float = 10.0
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """``(log start, end)`` of every partition of every topic ``select`` accepts, as Kafka
     reports them now: the one reader behind the end offsets (:func:`end_offsets`) and
-    the data-loss checks. Raises ``confluent_kafka.KafkaException`` when Kafka does not
-    answer; callers turn it into their own error that names the fix."""
+    the data-loss checks. A partition still being loaded (a topic created a moment ago,
+    :data:`_NOT_READY`) is asked again until ``timeout_s``. Raises
+    ``confluent_kafka.KafkaException`` when Kafka does not answer, or names such a partition
+    past the deadline; callers turn it into their own error that names the fix."""
     import uuid
 
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"osl-watermarks-{uuid.uuid4().hex[:8]}",
                          "log_level": 2})  # fmt: skip
+    deadline = time.monotonic() + timeout_s
     try:
-        meta = consumer.list_topics(timeout=timeout_s)
-        out: dict[tuple[str, int], tuple[int, int]] = {}
-        for topic in sorted(meta.topics):
-            tm = meta.topics[topic]
-            if not select(topic) or tm.error is not None:
-                continue
-            for p in sorted(tm.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-                out[(topic, p)] = (int(low), int(high))
-        return out
+        while True:
+            try:
+                return _read_watermarks(consumer, select, max(0.5, deadline - time.monotonic()))
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if not isinstance(err, KafkaError) or err.code() not in _NOT_READY or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.1)
     finally:
         consumer.close()
+
+
+def _read_watermarks(consumer: Any, select: Callable[[str], bool], timeout_s: float) -> dict[tuple[str, int], tuple[int, int]]:
+    from confluent_kafka import TopicPartition
+
+    meta = consumer.list_topics(timeout=timeout_s)
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic in sorted(meta.topics):
+        tm = meta.topics[topic]
+        if not select(topic):
+            continue
+        if tm.error is not None:
+            if tm.error.code() in _NOT_READY:
+                raise KafkaException(tm.error)  # being created: ask again rather than leave it out
+            continue
+        for p in sorted(tm.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+            out[(topic, p)] = (int(low), int(high))
+    return out
 
 
 def end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
