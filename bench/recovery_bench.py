@@ -73,7 +73,7 @@ from bench.job_bench import (  # noqa: E402
     say,
     sink_visibility,
 )
-from job.drills.recovery import DetectorConfig, RecoveryReport, detect  # noqa: E402
+from job.drills.recovery import DetectorConfig, RecoveryReport, detect, detector_for  # noqa: E402
 from job.spark.config import trigger_ms  # noqa: E402
 from job.spark.query_progress import reached  # noqa: E402
 from sandbox.settings import shown  # noqa: E402
@@ -823,8 +823,7 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
     run_id = new_run_id()
     work = out / f"recovery-{run_id}"
     work.mkdir(parents=True, exist_ok=True)
-    # the latency band is at least one trigger interval wide (DetectorConfig.latency_floor_ms)
-    cfg = detector or DetectorConfig(latency_floor_ms=trigger_ms(trigger) or 0.0)
+    cfg = detector or detector_for(trigger)  # the latency band at least one trigger interval wide
     idle = idle_s or max(30.0, schedule.down_s + (60.0 if schedule.target == "kafka" else 20.0))
     runs, tables, lags, reports = {}, {}, [], {}
     for n, system in enumerate(systems):
@@ -915,8 +914,7 @@ def main(argv: list[str] | None = None) -> int:
     schedule = Schedule(target=args.target, action=args.action, failures=args.failures, interval_s=args.interval,
                         warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
     result = bench(schedule, systems=systems, trigger=args.trigger, seed=args.seed,
-                   detector=DetectorConfig(smooth_s=args.smooth, hold_s=args.hold,
-                                           latency_floor_ms=trigger_ms(args.trigger) if args.latency_floor is None else args.latency_floor))  # fmt: skip
+                   detector=detector_for(args.trigger, latency_floor_ms=args.latency_floor, smooth_s=args.smooth, hold_s=args.hold))
     clean = all(r.verdict.get("ok") for r in result["runs"].values())
     return 0 if clean else 1
 

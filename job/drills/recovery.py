@@ -63,6 +63,7 @@ __all__ = [
     "MetricRecovery",
     "RecoveryReport",
     "detect",
+    "detector_for",
     "moving_average",
 ]
 
@@ -100,6 +101,21 @@ class DetectorConfig:
                 f"detector setting min_baseline_samples={self.min_baseline_samples} exceeds baseline_s={self.baseline_s}: "
                 "a 1 Hz window cannot hold more samples than seconds; lower it"
             )
+
+
+def detector_for(trigger: str, *, latency_floor_ms: float | None = None, **knobs: Any) -> DetectorConfig:
+    """The detector for a job that runs at ``trigger`` ("1 second", "500 ms"): its latency band
+    at least one trigger interval wide, since a micro-batch job's latency moves by up to one
+    trigger with the phase of its batches (``latency_floor_ms`` overrides that); ``knobs`` are
+    the other :class:`DetectorConfig` settings."""
+    from job.spark.config import trigger_ms
+
+    if latency_floor_ms is None:
+        latency_floor_ms = trigger_ms(trigger)
+        if latency_floor_ms is None:
+            raise DetectorError(f"trigger {trigger!r} has no interval to widen the latency band by: "
+                                "use one such as '1 second' or '500 ms', or give latency_floor_ms")  # fmt: skip
+    return DetectorConfig(latency_floor_ms=latency_floor_ms, **knobs)
 
 
 @dataclass(frozen=True, kw_only=True)

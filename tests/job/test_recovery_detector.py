@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from job.drills.recovery import DetectorConfig, DetectorError, detect, moving_average
+from job.drills.recovery import DetectorConfig, DetectorError, detect, detector_for, moving_average
 
 EXACT = DetectorConfig(smooth_s=1)
 
@@ -201,6 +201,14 @@ def test_the_latency_floor_reads_a_shift_smaller_than_a_trigger_as_batching_not_
     assert f.throughput.band.low == pytest.approx(85)  # not widened by the latency floor
     with pytest.raises(DetectorError, match="latency_floor_ms"):
         DetectorConfig(latency_floor_ms=-1)
+
+
+def test_a_job_s_detector_takes_its_latency_floor_from_the_trigger_unless_told():
+    assert detector_for("1 second", smooth_s=10) == DetectorConfig(smooth_s=10, latency_floor_ms=1000)
+    assert detector_for("500 ms").latency_floor_ms == 500
+    assert detector_for("2 seconds", latency_floor_ms=0).latency_floor_ms == 0
+    with pytest.raises(DetectorError, match="trigger 'available-now' has no interval"):
+        detector_for("available-now")
 
 
 def test_describe_names_each_failure_s_band_impact_and_recovery_relative_to_it():
