@@ -53,6 +53,21 @@ def test_the_steady_p99_leaves_out_the_records_of_the_query_s_first_seconds(job_
     assert early.p99_steady_ms is None
 
 
+def test_the_latency_table_shows_the_job_s_batch_durations_beside_its_tail(job_bench, capsys):
+    import argparse
+
+    job = job_bench.Latency("job, applyInPandasWithState", 10, 10, 1200.0, 1600.0, 1900.0, 2100.0,
+                            batch_ms=[700.0, 800.0, 750.0, 1300.0, 720.0])  # fmt: skip
+    baseline = job_bench.Latency("baseline (1 Python process)", 10, 10, 20.0, 30.0, 40.0, 50.0)
+    assert job.batch_percentile(50) == 750.0 and baseline.batch_percentile(50) is None
+    job_bench.print_latency([job, baseline], argparse.Namespace(rate=200.0, duration=60.0, trigger="1 second"))
+    out = capsys.readouterr().out.splitlines()
+    [job_line] = [line for line in out if line.strip().startswith("job, applyInPandasWithState")]
+    [base_line] = [line for line in out if line.strip().startswith("baseline")]
+    assert job_line.split()[-1] == "750/1100/1300" and base_line.split()[-1] == "-"
+    assert any("batch p50/p90/max ms" in line for line in out)
+
+
 def test_executor_gc_is_the_settings_collector_unless_the_flag_names_one(job_bench, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["job_bench.py", "--skip-live"])
     assert job_bench.parse_args()[0].executor_gc is None  # Settings decides: OSL_SPARK_EXECUTOR_GC, else parallel
