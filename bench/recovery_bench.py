@@ -223,6 +223,17 @@ def executors_around(run: SystemRun) -> list[dict]:
     return out
 
 
+def warmup_batch_s(run: SystemRun) -> float | None:
+    """The median duration (s) of the job's batches with input that ran wholly between the
+    producers' start and the first failure: how busy the job was at this rate before any
+    kill. A batch longer than the trigger means the job worked without a pause (None: no
+    such batch, or the system logs no batch start)."""
+    until = run.failures_ms[0] if run.failures_ms else float("inf")
+    spans = [(e["ms"] - e["start_ms"]) / 1000 for e in run.events
+             if e.get("rows") and "start_ms" in e and e["start_ms"] >= run.t0_ms and e["ms"] < until]  # fmt: skip
+    return float(np.median(spans)) if spans else None
+
+
 def lag_table(run: SystemRun) -> pd.DataFrame:
     """Per second and partition: high watermark, committed offset, lag, at the moment of
     the second with the largest lag.
@@ -852,7 +863,8 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
         "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
                         "failures_s": [f.failure_s for f in reports[s].failures],
                         "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],
-                        "executors": executors_around(runs[s]), "hit_cores": runs[s].hit_cores} for s in systems},
+                        "executors": executors_around(runs[s]), "hit_cores": runs[s].hit_cores,
+                        "warmup_batch_s": warmup_batch_s(runs[s])} for s in systems},
         "files": {k: str(v) for k, v in files.items()},
     }  # fmt: skip
     files["summary"].write_text(json.dumps(summary, indent=2, default=str))

@@ -160,6 +160,20 @@ def test_the_log_names_what_each_system_loses_not_a_target_the_baseline_does_not
     assert rb.failure_label("baseline", rb.Schedule(target="spark-worker-1", action="pause")) == "pause the baseline's process"
 
 
+def test_the_warm_up_batch_time_is_the_median_of_the_batches_with_input_before_the_first_failure(rb):
+    run = make_run(rb, events=[
+        {"ms": T0 - 500, "start_ms": T0 - 2000, "batch": 1, "rows": 5},  # began before the producers: not counted
+        {"ms": T0 + 1500, "start_ms": T0 + 0, "batch": 2, "rows": 5},
+        {"ms": T0 + 2600, "start_ms": T0 + 1500, "batch": 3, "rows": 0},  # no input
+        {"ms": T0 + 4000, "start_ms": T0 + 2000, "batch": 4, "rows": 5},
+        {"ms": T0 + 4500, "start_ms": T0 + 4000, "batch": 5, "rows": 5},
+        {"ms": T0 + 9000, "start_ms": T0 + 4500, "batch": 6, "rows": 5},  # ends after the failure
+    ])  # fmt: skip
+    run.failures_ms = [T0 + 5000]
+    assert rb.warmup_batch_s(run) == 1.5
+    assert rb.warmup_batch_s(make_run(rb, system="baseline", events=[{"ms": T0 + 10, "rows": 1}])) is None
+
+
 def test_spark_s_own_view_tells_whether_each_kill_took_an_executor_and_where_the_state_ran_after(rb):
     run = make_run(rb, events=[
         {"ms": T0 + 1000, "batch": 1, "rows": 5, "executors": 2},
