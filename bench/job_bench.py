@@ -285,7 +285,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     for q in queries:
         if q.exception() is not None:
             raise RuntimeError(f"{operator}: the query {q.name} failed: {q.exception()}")
-    batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    batches = batches_with_input(query)
     steady = batches[1:]
     steady_ms = sorted(p["durationMs"]["triggerExecution"] for p in steady)
     out = Throughput(
@@ -303,6 +303,11 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
         report = verify_lake(settings, ledger=ledger, lake=cfg.output, policy=cfg.policy, spark=spark)
         out.verified, out.verdict = report.ok, _verdict(report)
     return out
+
+
+def batches_with_input(query) -> list[dict]:
+    """The query's recent progress entries (Spark keeps the last 100) of batches that read records."""
+    return [p for p in query.recentProgress if p["numInputRows"] > 0]
 
 
 def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, seed: int, rate: float, duration: float,
@@ -329,7 +334,7 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
     name = (f"job, {operator}" + ("" if input_tasks is None else f", input tasks {input_tasks or 'per partition'}")
             + (", archive" if archive else ""))
     out = latencies(name, ledger_ok(ledger), visible)
-    out.batch_ms = [float(p["durationMs"]["triggerExecution"]) for p in queries[0].recentProgress if p["numInputRows"] > 0]
+    out.batch_ms = [float(p["durationMs"]["triggerExecution"]) for p in batches_with_input(queries[0])]
     return out
 
 
