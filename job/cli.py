@@ -183,6 +183,7 @@ def _run(args, settings) -> int:
         operator=args.operator, state_partitions=args.state_partitions, input_tasks=args.input_tasks,
     )  # fmt: skip
     from job.engine import interrupts
+    from job.spark import lake
     from job.spark.pipeline import state_partitions_warning
     from sandbox.health import require
     from sandbox.spark import driver_log, spark_session
@@ -201,6 +202,9 @@ def _run(args, settings) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
+    sink = lake.find_sink(spark, cfg.output)
+    if (warning := lake.sink_log_warning(sink, lake.sink_log_compact(spark, sink))) is not None:
+        print(f"warning: {warning}", file=sys.stderr)
     events = (args.events or cfg.checkpoint / "events.jsonl").resolve()
     with contextlib.ExitStack() as stack:
         if args.watch:

@@ -142,6 +142,43 @@ def path_exists(spark, path: str) -> bool:
     return bool(fs.exists(hpath))
 
 
+#: Bytes per file in the sink log's compact file, in the job's lake (282 in the recovery bench's
+#: lake, run r718f95: full s3a:// paths of the outputs' files; README, Known limits).
+SINK_LOG_ENTRY_BYTES = 282
+#: Files listed in the sink's log past which the job warns at its start. Every tenth batch
+#: Spark rewrites the whole list and every reader of the lake reads it: on this sandbox a
+#: rewrite took 0.5-0.7 s at 8,000 files, 3.2-3.5 s at 80,000 and 15 s at 400,000 (README,
+#: Known limits), so about 50,000 is where the job's 1 s trigger starts to feel it.
+SINK_LOG_WARN_FILES = 50_000
+
+
+def sink_log_compact(spark, sink: str) -> tuple[int, int] | None:
+    """(batch, bytes) of the newest compact file in ``sink``'s ``_spark_metadata`` log, the
+    list of every file the sink ever committed; None while the log has none (or no log)."""
+    fs, pattern = _hadoop_path(spark, sink.rstrip("/") + "/_spark_metadata/*.compact")
+    found = [(int(s.getPath().getName().split(".")[0]), int(s.getLen())) for s in (fs.globStatus(pattern) or [])]
+    return max(found) if found else None
+
+
+def sink_log_warning(sink: str, compact: tuple[int, int] | None, *, warn_files: int = SINK_LOG_WARN_FILES) -> str | None:
+    """What to tell the user when ``sink``'s log (:func:`sink_log_compact`) lists more than
+    ``warn_files`` files, else None. The file sink has no bound on it that keeps the lake
+    readable: its ``retention`` option hides old files from every reader of the log."""
+    if compact is None:
+        return None
+    batch, size = compact
+    files = size // SINK_LOG_ENTRY_BYTES
+    if files < warn_files:
+        return None
+    return (
+        f"the lake's sink log {sink.rstrip('/')}/_spark_metadata lists about {files:,} files "
+        f"({size / 1e6:.0f} MB in {batch}.compact): Spark rewrites that list every tenth batch and "
+        f"every reader of the lake reads it, so both slow down as it grows (3.2-3.5 s a rewrite at "
+        f"80,000 files on the sandbox; README, Known limits). Start the next run on a new lake and "
+        f"checkpoint (--output, --checkpoint) to begin a small log; this lake stays readable as it is"
+    )
+
+
 def read_sink(spark, sink_path: str):
     """A file sink's output, read through its metadata log, plus what a repair kept beside it."""
     kept = kept_path(sink_path)
