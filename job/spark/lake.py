@@ -161,8 +161,8 @@ def sink_log_compact(spark, sink: str) -> tuple[int, int] | None:
 
 
 def sink_log_warning(sink: str, compact: tuple[int, int] | None, *, warn_files: int = SINK_LOG_WARN_FILES) -> str | None:
-    """What to tell the user when ``sink``'s log (:func:`sink_log_compact`) lists more than
-    ``warn_files`` files, else None. The file sink has no bound on it that keeps the lake
+    """What to tell the user when ``sink``'s log (:func:`sink_log_compact`) lists about
+    ``warn_files`` files or more, else None. The file sink has no bound on it that keeps the lake
     readable: its ``retention`` option hides old files from every reader of the log."""
     if compact is None:
         return None
