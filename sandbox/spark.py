@@ -70,6 +70,13 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # replacement executor idle (SPARK-18886; the recovery bench's event log, chapter 10).
         # With no wait a partition moves to a free executor and pays one state load there.
         "spark.locality.wait": "0s",
+        # An executor reaches its Python workers over a Unix domain socket, not loopback TCP:
+        # Spark opens that TCP connection without TCP_NODELAY, and the end of each Python call
+        # (small writes both ways) waited out a delayed acknowledgement, about 40 ms. The
+        # stateful operator calls Python twice per task and batch (its data, then the timeout
+        # pass): that pass fell from ~48 to ~10 ms a task, a live batch's median by ~50 ms
+        # (README, Known limits; tests/job/test_python_worker_socket.py).
+        "spark.python.unix.domain.socket.enabled": "true",
         # RocksDB commits upload a small changelog, not a snapshot, per batch.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Checkpoints are local (JobConfig refuses object stores), and Spark writes every
