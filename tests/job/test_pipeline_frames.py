@@ -173,3 +173,22 @@ def test_job_cli_refuses_bad_flags_with_exit_2_before_any_spark(argv, named, cap
     err = capsys.readouterr().err
     assert err.startswith("error: job config ") and named in err
     assert "[job]" not in err  # nothing started
+
+
+def test_the_worker_heap_is_frozen_once_per_process(monkeypatch):
+    import gc
+
+    from job.spark import pipeline
+
+    collections = []
+    monkeypatch.setattr(pipeline, "_worker_heap_frozen", False)
+    monkeypatch.setattr(gc, "collect", lambda *a: collections.append(a) or 0)
+    try:
+        pipeline.freeze_worker_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000, f"only {frozen} objects frozen: the heap was not frozen"
+        pipeline.freeze_worker_heap()
+        pipeline.freeze_worker_heap()
+        assert len(collections) == 1, f"{len(collections)} collections: once per worker, not once per call"
+    finally:
+        gc.unfreeze()
