@@ -8,6 +8,7 @@ resolver ``spark.jars.packages`` uses), from Maven Central or the mirror in
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 import re
@@ -246,11 +247,88 @@ def kafka_jars(settings: Settings, *, progress: Progress = say) -> list[Path]:
 
 def spark_job_jars(settings: Settings, *, progress: Progress = say) -> list[Path]:
     """Jars the streaming job puts on the class path: the Kafka source and the S3A connector
-    with the AWS SDK modules it uses, less what pyspark already ships."""
+    with the AWS SDK modules it uses, less what pyspark already ships; then the project's own
+    classes (:func:`project_jar`)."""
     return resolve_jars(
         settings, f"spark-job-{versions.PYSPARK}", versions.spark_job_packages(),
         intransitive=versions.spark_job_intransitive(), drop_provided_by_spark=True, progress=progress,
-    )  # fmt: skip
+    ) + [project_jar(settings, progress=progress)]  # fmt: skip
+
+
+#: The project's own JVM classes (one today: osl.FastCheckpointFileManager, see sandbox/spark.py),
+#: as package data: a folder, or a folder inside the zip ``spark-submit`` runs the project from
+#: (job/ops/package.py), where the driver finds the jar the packaging machine compiled.
+JAVA_SOURCES = importlib.resources.files("sandbox").joinpath("java")
+
+
+def _java_sources(root) -> dict[str, bytes]:
+    """Every ``.java`` file under ``root`` (a Traversable), by path relative to it."""
+    found: dict[str, bytes] = {}
+    if not root.is_dir():
+        return found
+    for child in root.iterdir():
+        if child.is_dir():
+            found.update({f"{child.name}/{k}": v for k, v in _java_sources(child).items()})
+        elif child.name.endswith(".java"):
+            found[child.name] = child.read_bytes()
+    return found
+
+
+def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
+    """:data:`JAVA_SOURCES` compiled against the pyspark wheel's jars into one jar, cached
+    under a digest of the sources and both versions (a second call compiles nothing).
+
+    The compiler is the Eclipse compiler (``versions.ECJ``, from the same registry as every
+    other jar): it runs on a JRE, and the images carry no javac. A compile error is a bug of
+    this project, reported with the compiler's own lines and its log.
+    """
+    import hashlib
+    import zipfile
+
+    sources = _java_sources(JAVA_SOURCES)
+    if not sources:
+        raise SandboxError(f"no Java sources in {JAVA_SOURCES}: the sandbox package is incomplete; reinstall it "
+                           "(pip install -e . in the checkout)")  # fmt: skip
+    digest = hashlib.sha256(f"{versions.PYSPARK} {versions.ECJ}".encode())
+    for name, text in sorted(sources.items()):
+        digest.update(name.encode() + b"\0" + text)
+    dest = settings.cache_dir / "jars" / f"osl-java-{digest.hexdigest()[:12]}" / "osl-java.jar"
+    if dest.exists():
+        return dest
+    ecj = next(j for j in resolve_jars(settings, f"ecj-{versions.ECJ}", [("org.eclipse.jdt", "ecj", versions.ECJ)],
+                                       progress=progress) if j.name.startswith("ecj-"))  # fmt: skip
+    staging = dest.parent.with_name(f"{dest.parent.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "classes").mkdir(parents=True)
+    files = []
+    for name, text in sorted(sources.items()):
+        files.append(staging / "src" / name)
+        files[-1].parent.mkdir(parents=True, exist_ok=True)
+        files[-1].write_bytes(text)
+    log = _log_path(settings, "compile-osl-java")
+    progress(f"[artifacts] compiling {len(files)} Java source(s) from {JAVA_SOURCES} with ecj {versions.ECJ} ...")
+    spark_jars = sorted((spark_home() / "jars").glob("*.jar"))
+    cmd = [
+        str(java_executable(settings.java_home)), "-jar", str(ecj), "--release", str(versions.JAVA_MIN), "-encoding", "UTF-8",
+        "-nowarn", "-d", str(staging / "classes"), "-cp", os.pathsep.join(map(str, spark_jars)), *map(str, files),
+    ]  # fmt: skip
+    _, tail = _run_streaming(cmd, progress, lambda _line: False, label="the Java compile", unit="lines", log=log)
+    if tail is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+        detail = "\n".join("    " + line for line in tail[-20:])
+        raise SandboxError(f"the project's Java sources in {JAVA_SOURCES} did not compile (whole output: {log}):\n{detail}")
+    with zipfile.ZipFile(staging / dest.name, "w", zipfile.ZIP_DEFLATED) as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: ordered-stream-lab (ecj)\n\n")
+        for cls in sorted((staging / "classes").rglob("*.class")):
+            jar.write(cls, str(cls.relative_to(staging / "classes")))
+    shutil.rmtree(staging / "classes")
+    shutil.rmtree(staging / "src")
+    try:
+        staging.rename(dest.parent)
+    except OSError:  # another process finished the same jar first
+        shutil.rmtree(staging, ignore_errors=True)
+    progress(f"[artifacts] compiled {dest}")
+    return dest
 
 
 def built_minio(settings: Settings) -> Path | None:

@@ -89,6 +89,16 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # median 808-820 -> 716-744 ms, p99 latency 2.02/1.87 -> 1.87/1.84 s (README, Known
         # limits). Only FileContext's binding: FileSystem.getLocal() must stay a LocalFileSystem.
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+        # Every checkpoint and sink-log file through the project's own manager
+        # (sandbox/java/osl/FastCheckpointFileManager.java, on the class path from
+        # artifacts.project_jar). Without Hadoop's native library the local file system forked
+        # a `chmod` for each file it created and a `readlink` for both paths of each rename: six
+        # processes per batch on the driver, three per state partition (JFR's ProcessStart
+        # events); it writes and renames with java.nio instead. On MinIO the sink log's entry is
+        # one PUT, not a temporary object, a copy and a delete. Live, alternated: a batch's
+        # median 540-549 -> 468-469 ms (README, Known limits;
+        # tests/sandbox/test_checkpoint_file_manager.py).
+        "spark.sql.streaming.checkpointFileManagerClass": "osl.FastCheckpointFileManager",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.hadoop.fs.s3a.endpoint": e.s3_endpoint,

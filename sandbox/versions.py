@@ -95,6 +95,13 @@ def spark_job_packages() -> list[tuple[str, str, str]]:
     ]
 
 
+#: The Eclipse compiler for Java, which compiles the project's own JVM classes (sandbox/java) on a
+#: JRE: the images carry no javac. Checked 2026-11-27: `mvn dependency:get
+#: -Dartifact=org.eclipse.jdt:ecj:3.44.0` resolves (Maven Central lists up to 3.46.100), and it
+#: runs on Java 17.
+ECJ = "3.44.0"
+
+
 def spark_job_intransitive() -> list[tuple[str, str, str]]:
     """Coordinates of the job's classpath resolved without their dependencies (see above)."""
     return [("org.apache.hadoop", "hadoop-aws", HADOOP)]

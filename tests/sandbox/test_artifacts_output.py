@@ -86,3 +86,43 @@ def test_the_minio_build_runs_beside_the_jar_downloads_and_its_error_still_surfa
     monkeypatch.setattr(artifacts, "minio_binary", broken)
     with pytest.raises(ArtifactFetchError, match="the build failed"):
         artifacts.fetch_all(settings, progress=lambda _line: None)
+
+
+def _project_jar_settings(tmp_path):
+    """Settings whose cache is empty except for the ecj jar the real cache already resolved
+    (linked, so the compile runs without a download)."""
+    from sandbox import versions
+    from sandbox.settings import Settings
+
+    real = Settings.from_env()
+    artifacts.resolve_jars(real, f"ecj-{versions.ECJ}", [("org.eclipse.jdt", "ecj", versions.ECJ)], progress=lambda _l: None)
+    (tmp_path / "jars").mkdir(parents=True)
+    (tmp_path / "jars" / f"ecj-{versions.ECJ}").symlink_to(real.cache_dir / "jars" / f"ecj-{versions.ECJ}")
+    return Settings.from_env(cache_dir=tmp_path)
+
+
+def test_the_project_jar_is_compiled_once_and_holds_the_checkpoint_manager(tmp_path):
+    import zipfile
+
+    settings = _project_jar_settings(tmp_path)
+    lines: list[str] = []
+    jar = artifacts.project_jar(settings, progress=lines.append)
+    assert "osl/FastCheckpointFileManager.class" in zipfile.ZipFile(jar).namelist()
+    assert any("compiling" in line for line in lines)
+    assert artifacts.project_jar(settings, progress=lambda line: pytest.fail(f"compiled again: {line}")) == jar
+
+
+def test_a_java_source_that_does_not_compile_is_named_with_the_compiler_s_lines(tmp_path, monkeypatch):
+    from sandbox.errors import SandboxError
+
+    settings = _project_jar_settings(tmp_path / "cache")
+    sources = tmp_path / "java" / "osl"
+    sources.mkdir(parents=True)
+    (sources / "Broken.java").write_text("package osl;\npublic class Broken { int x = ; }\n")
+    monkeypatch.setattr(artifacts, "JAVA_SOURCES", tmp_path / "java")
+    with pytest.raises(SandboxError) as failed:
+        artifacts.project_jar(settings, progress=lambda _l: None)
+    message = str(failed.value)
+    assert str(tmp_path / "java") in message and "did not compile" in message
+    assert "Broken.java" in message and "Syntax error" in message, message
+    assert not list((tmp_path / "cache" / "jars").glob("osl-java-*")), "a failed compile left a jar or its staging"
