@@ -274,6 +274,12 @@ def _java_sources(root) -> dict[str, bytes]:
     return found
 
 
+def ecj_jar(settings: Settings, *, progress: Progress = say) -> Path:
+    """The Eclipse compiler's jar (``versions.ECJ``; it has no dependencies), resolved once."""
+    (jar,) = resolve_jars(settings, f"ecj-{versions.ECJ}", [("org.eclipse.jdt", "ecj", versions.ECJ)], progress=progress)
+    return jar
+
+
 def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
     """:data:`JAVA_SOURCES` compiled against the pyspark wheel's jars into one jar, cached
     under a digest of the sources and both versions (a second call compiles nothing).
@@ -295,8 +301,7 @@ def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
     dest = settings.cache_dir / "jars" / f"osl-java-{digest.hexdigest()[:12]}" / "osl-java.jar"
     if dest.exists():
         return dest
-    ecj = next(j for j in resolve_jars(settings, f"ecj-{versions.ECJ}", [("org.eclipse.jdt", "ecj", versions.ECJ)],
-                                       progress=progress) if j.name.startswith("ecj-"))  # fmt: skip
+    ecj = ecj_jar(settings, progress=progress)
     staging = dest.parent.with_name(f"{dest.parent.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "classes").mkdir(parents=True)
@@ -312,7 +317,8 @@ def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
         str(java_executable(settings.java_home)), "-jar", str(ecj), "--release", str(versions.JAVA_MIN), "-encoding", "UTF-8",
         "-nowarn", "-d", str(staging / "classes"), "-cp", os.pathsep.join(map(str, spark_jars)), *map(str, files),
     ]  # fmt: skip
-    _, tail = _run_streaming(cmd, progress, lambda _line: False, label="the Java compile", unit="lines", log=log)
+    _, tail = _run_streaming(cmd, progress, lambda _line: True, label="the Java compile", unit="compiler output lines",
+                               log=log)  # fmt: skip
     if tail is not None:
         shutil.rmtree(staging, ignore_errors=True)
         detail = "\n".join("    " + line for line in tail[-20:])

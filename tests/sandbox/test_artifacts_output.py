@@ -91,13 +91,11 @@ def test_the_minio_build_runs_beside_the_jar_downloads_and_its_error_still_surfa
 def _project_jar_settings(tmp_path):
     """Settings whose cache is empty except for the ecj jar the real cache already resolved
     (linked, so the compile runs without a download)."""
-    from sandbox import versions
     from sandbox.settings import Settings
 
-    real = Settings.from_env()
-    artifacts.resolve_jars(real, f"ecj-{versions.ECJ}", [("org.eclipse.jdt", "ecj", versions.ECJ)], progress=lambda _l: None)
+    resolved = artifacts.ecj_jar(Settings.from_env(), progress=lambda _l: None).parent
     (tmp_path / "jars").mkdir(parents=True)
-    (tmp_path / "jars" / f"ecj-{versions.ECJ}").symlink_to(real.cache_dir / "jars" / f"ecj-{versions.ECJ}")
+    (tmp_path / "jars" / resolved.name).symlink_to(resolved)
     return Settings.from_env(cache_dir=tmp_path)
 
 
