@@ -613,7 +613,7 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         for flag, (_, variants) in ROUNDS.items():
             for n in range(1, getattr(args, f"{flag}_rounds") + 1):
                 for label, settings_of in variants:
-                    one(f"{label} {n}", op, cap, parts, **settings_of(parts))
+                    one(f"{label} {n}", op, **{"cap": cap, "partitions": parts, **settings_of(parts)})
     return out
 
 
@@ -639,6 +639,10 @@ ROUNDS: dict[str, tuple[str, list[tuple[str, Callable[[int], dict]]]]] = {
              "in the sink",
              [("wait 10", lambda _: {"raw": True, "raw_in_sink": True, "fetch_wait_ms": 10}),
               ("wait 1", lambda _: {"raw": True, "raw_in_sink": True, "fetch_wait_ms": 1})]),
+    "cap": ("the batch cap at 100,000 / 200,000 records (JobConfig.max_offsets_per_trigger), the raw archive in the "
+            "sink; a backlog of 400,000 (--messages) gives both caps more than one batch",
+            [("cap 100k", lambda _: {"raw": True, "raw_in_sink": True, "cap": 100_000}),
+             ("cap 200k", lambda _: {"raw": True, "raw_in_sink": True, "cap": 200_000})]),
 }  # fmt: skip
 #: Their stage labels: a round's run is never taken for an earlier stage's run of the same setup.
 ROUND_LABELS = tuple(label for _, variants in ROUNDS.values() for label, _ in variants)

@@ -86,3 +86,27 @@ def test_the_baseline_is_the_median_of_its_runs_and_unverified_if_one_run_was(jo
     base = job_bench.run_baseline_median(None, "p-", "ledger", 3)
     assert base.wall_s == 6.9 and base.setup["runs_per_s"] == [27778, 31250, 28986]
     assert base.verified is False and base.verdict == "2 lost"
+
+
+def test_cap_rounds_alternate_both_caps_with_the_archive_in_the_sink(job_bench, monkeypatch):
+    """``--cap-rounds 2`` runs the two caps in turn after the stages, each with the archive in
+    the sink; the Spark runs are stubbed (this is the sweep's bookkeeping, not a measurement)."""
+    monkeypatch.setattr(sys, "argv", ["job_bench.py", "--sweep", "--shapes", "50x20", "--operators",
+                                      "applyInPandasWithState", "--caps", "100000", "--partitions", "2",
+                                      "--no-side-stages", "--cap-rounds", "2", "--skip-live"])  # fmt: skip
+    args, operators = job_bench.parse_args()
+    runs = []
+
+    def job(_spark, _settings, operator, _prefix, _ledger, *, max_offsets, tag, **kw):
+        runs.append((max_offsets, kw["raw"], kw["raw_in_sink"]))
+        setup = {"operator": operator, "cap": max_offsets, "partitions": kw["partitions"], "fetch_wait_ms": 1,
+                 "raw": "in sink" if kw["raw_in_sink"] else False, "input_tasks": 2}
+        return job_bench.Throughput(operator, 200_000, 10.0, 3, setup=setup)
+
+    monkeypatch.setattr(job_bench, "produce", lambda *a, **k: "ledger")
+    monkeypatch.setattr(job_bench, "run_baseline_median",
+                        lambda *a: job_bench.Throughput("baseline", 200_000, 5.0, setup={"runs_per_s": [40_000]}))
+    monkeypatch.setattr(job_bench, "run_job_backlog", job)
+    rows = job_bench.sweep_phase(None, None, None, "r1", args, operators)
+    assert runs == [(100_000, False, False)] + [(100_000, True, True), (200_000, True, True)] * 2
+    assert [r.setup["stage"] for r in rows[2:]] == ["cap 100k 1", "cap 200k 1", "cap 100k 2", "cap 200k 2"]
