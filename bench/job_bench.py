@@ -617,13 +617,16 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
     return out
 
 
+#: The raw archive as rows of the one query's sink (the job's default), in a run's arguments.
+IN_SINK = {"raw": True, "raw_in_sink": True}
+
 #: The sweep's alternating rounds, after its stages, on the warm application: ``--<flag>-rounds``
 #: -> (what a round alternates, for --help; each variant's stage label and its arguments of the
 #: sweep's run, from the state partitions the stages chose).
 ROUNDS: dict[str, tuple[str, list[tuple[str, Callable[[int], dict]]]]] = {
     "raw": ("the raw archive off / as a second query / in the sink",
             [("round", lambda _: {}), ("round", lambda _: {"raw": True}),
-             ("round", lambda _: {"raw": True, "raw_in_sink": True})]),
+             ("round", lambda _: IN_SINK)]),
     "input": ("the Kafka read in one task per partition / coalesced to the state partitions' count "
               "(JobConfig.input_tasks)",
               [("input", lambda _: {"input_tasks": 0}), ("input", lambda parts: {"input_tasks": parts})]),
@@ -633,16 +636,16 @@ ROUNDS: dict[str, tuple[str, list[tuple[str, Callable[[int], dict]]]]] = {
                 ("output dirs", lambda _: {"layout": lake.SINK_PARTITIONS})]),
     "writers": ("the sink's rows sorted by output before they are written / written as they come, one open file "
                 "per output folder (JobConfig.sink_writers 0 / 4), the raw archive in the sink",
-                [("open files", lambda _: {"raw": True, "raw_in_sink": True, "sink_writers": 4}),
-                 ("sorted", lambda _: {"raw": True, "raw_in_sink": True, "sink_writers": 0})]),
+                [("open files", lambda _: {**IN_SINK, "sink_writers": 4}),
+                 ("sorted", lambda _: {**IN_SINK, "sink_writers": 0})]),
     "wait": ("the executors' Kafka fetch.max.wait.ms at 10 ms / 1 ms (JobConfig.fetch_max_wait_ms), the raw archive "
              "in the sink",
-             [("wait 10", lambda _: {"raw": True, "raw_in_sink": True, "fetch_wait_ms": 10}),
-              ("wait 1", lambda _: {"raw": True, "raw_in_sink": True, "fetch_wait_ms": 1})]),
+             [("wait 10", lambda _: {**IN_SINK, "fetch_wait_ms": 10}),
+              ("wait 1", lambda _: {**IN_SINK, "fetch_wait_ms": 1})]),
     "cap": ("the batch cap at 100,000 / 200,000 records (JobConfig.max_offsets_per_trigger), the raw archive in the "
             "sink; a backlog of 400,000 (--messages) gives both caps more than one batch",
-            [("cap 100k", lambda _: {"raw": True, "raw_in_sink": True, "cap": 100_000}),
-             ("cap 200k", lambda _: {"raw": True, "raw_in_sink": True, "cap": 200_000})]),
+            [("cap 100k", lambda _: {**IN_SINK, "cap": 100_000}),
+             ("cap 200k", lambda _: {**IN_SINK, "cap": 200_000})]),
 }  # fmt: skip
 #: Their stage labels: a round's run is never taken for an earlier stage's run of the same setup.
 ROUND_LABELS = tuple(label for _, variants in ROUNDS.values() for label, _ in variants)
