@@ -64,7 +64,9 @@ class JobConfig:
     session_cuts: SessionCuts = field(default_factory=dict)
     #: Records per micro-batch at most: a catch-up runs in batches this large. 100,000 was the
     #: fastest cap for both input shapes of ``bench/job_bench.py --sweep`` (5,000, 20,000, 100,000
-    #: tried; the README's Known limits has the table); chapter 05 shows what a cap is for.
+    #: tried; the README's Known limits has the table); 200,000, alternated with it on a
+    #: 400,000-record backlog (``--cap-rounds``), won no more rounds and had the longest batches.
+    #: Chapter 05 shows what a cap is for.
     max_offsets_per_trigger: int | None = 100_000
     #: ``fetch.max.wait.ms`` of the executors' Kafka consumers. Kafka's default, 500 ms, is what
     #: a broker may hold a fetch that finds no new data; a task reading its offset range met that
