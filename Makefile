@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-jit bench-session bench-recovery book lock clean
+.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-jit bench-session bench-recovery bench-verify book lock clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -68,6 +68,9 @@ lock:
 
 bench-recovery: bootstrap
 	$(BIN)/python bench/recovery_bench.py $(BENCH_ARGS)
+
+bench-verify: bootstrap
+	$(BIN)/python bench/verify_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build/book

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import re
 import sys
 import time
 from pathlib import Path
@@ -54,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--lake", help="lake root (default: s3a://<bucket>/job)")
     verify.add_argument("--policy", default="resync")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
+    verify.add_argument("--driver-memory", metavar="SIZE",
+                        help="heap of the verifier's Spark driver, e.g. 2g (default: OSL_VERIFY_DRIVER_MEMORY, else 1g)")  # fmt: skip
     verify.add_argument("--kafka-deleted", type=Path, metavar="FILE",
                         help="offsets Kafka deleted before the job read them (JSON, job.verify.verifier.save_deleted): "
                              "their records count as lost to Kafka, not as the job's fault")  # fmt: skip
@@ -284,6 +288,10 @@ def _verify(args, settings) -> int:
     from job.verify.verifier import load_deleted
 
     deleted = load_deleted(args.kafka_deleted) if args.kafka_deleted else ()
+    if args.driver_memory:
+        if not re.fullmatch(r"\d+[kmgt]?", args.driver_memory.lower()):
+            raise UsageError(f"--driver-memory {args.driver_memory!r} is not a size", "give a number with a unit, e.g. 2g or 1536m")
+        settings = dataclasses.replace(settings, verify_driver_memory=args.driver_memory)
     report = verify_lake(settings, ledger=args.ledger, lake=args.lake or f"s3a://{settings.bucket}/job", policy=args.policy,
                          preflight=True, deleted=deleted)  # fmt: skip
     print(report.summary())

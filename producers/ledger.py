@@ -42,6 +42,8 @@ __all__ = [
     "RunInfo",
     "S3Target",
     "ledger_frame",
+    "ledger_from_arrow",
+    "ledger_parts",
     "read_ledger",
     "read_run_info",
 ]
@@ -177,6 +179,11 @@ def _frame(table: pa.Table) -> pd.DataFrame:
     if len(df):
         df = df.sort_values("send_index", kind="stable").reset_index(drop=True)
     return df
+
+
+def ledger_from_arrow(table: pa.Table) -> pd.DataFrame:
+    """A table with the :data:`LEDGER_SCHEMA` columns as the DataFrame :func:`read_ledger` returns."""
+    return _frame(table)
 
 
 def ledger_frame(entries: Iterable[LedgerEntry], run: RunInfo | None = None) -> pd.DataFrame:
@@ -321,6 +328,23 @@ def read_run_info(location: str, *, s3: S3Target | None = None) -> RunInfo:
         raise LedgerError(location, "no _run.json here, so no ledger", "pass the path given to --ledger") from None
 
 
+def _part_paths(location: str, fs: pafs.FileSystem, base: str) -> list[str]:
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(base, recursive=False))
+    except (OSError, pa.ArrowException) as exc:
+        raise LedgerError(location, f"cannot list it ({exc})", "check the path and the S3 endpoint") from exc
+    return sorted(i.path for i in infos if i.is_file and i.path.endswith(".parquet"))
+
+
+def ledger_parts(location: str, *, s3: S3Target | None = None) -> list[str]:
+    """The complete part files of the ledger at ``location`` (``*.tmp`` left by a crash are not),
+    as paths a reader of ``location``'s kind opens: local paths, or ``s3a://bucket/key``."""
+    fs, base = _locate(location, s3)
+    read_run_info(location, s3=s3)  # no _run.json, no ledger: say so before listing
+    parts = _part_paths(location, fs, base)
+    return [f"s3a://{p}" for p in parts] if isinstance(fs, pafs.S3FileSystem) else parts
+
+
 def read_ledger(location: str, *, s3: S3Target | None = None) -> pd.DataFrame:
     """Every row of the ledger at ``location``, ordered by ``send_index``.
 
@@ -331,11 +355,7 @@ def read_ledger(location: str, *, s3: S3Target | None = None) -> pd.DataFrame:
     """
     fs, base = _locate(location, s3)
     run = read_run_info(location, s3=s3)
-    try:
-        infos = fs.get_file_info(pafs.FileSelector(base, recursive=False))
-    except (OSError, pa.ArrowException) as exc:
-        raise LedgerError(location, f"cannot list it ({exc})", "check the path and the S3 endpoint") from exc
-    parts = sorted(i.path for i in infos if i.is_file and i.path.endswith(".parquet"))
+    parts = _part_paths(location, fs, base)
     tables = [pq.read_table(p, filesystem=fs, schema=LEDGER_SCHEMA) for p in parts]
     table = pa.concat_tables(tables) if tables else LEDGER_SCHEMA.empty_table()
     df = _frame(table.replace_schema_metadata(None))

@@ -116,6 +116,10 @@ class Settings:
     #: default) or ``g1`` (the JVM's own choice on this machine). See :data:`EXECUTOR_GC_OPTIONS`.
     executor_gc: str = "parallel"
     start_timeout_s: float = 120.0
+    #: The heap of the verifier's own Spark driver (``python -m job verify``), from
+    #: ``OSL_VERIFY_DRIVER_MEMORY``; ``--driver-memory`` overrides it. It judges in the driver's
+    #: JVM (local mode): docs/verifier.md has what a fleet's lake needed.
+    verify_driver_memory: str = "1g"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -133,7 +137,7 @@ class Settings:
         driver's address for executors); for image builds ``OSL_BUILD_CA_BUNDLE``; ``OSL_CDS=0``
         starts Spark without class-data archives; ``OSL_SPARK_JIT`` (``c1`` or ``tiered``)
         picks how the Spark applications' JVMs compile, ``OSL_SPARK_EXECUTOR_GC`` (``parallel``
-        or ``g1``) their executors' garbage collector.
+        or ``g1``) their executors' garbage collector; ``OSL_VERIFY_DRIVER_MEMORY`` the verifier's heap.
         """
         env = os.environ if environ is None else environ
         offset_text = env.get("OSL_PORT_OFFSET", "0")
@@ -160,6 +164,7 @@ class Settings:
             "attached": env.get("OSL_ATTACHED", "").lower() in ("1", "true", "yes"),
             "build_ca_bundle": _build_ca_bundle(env),
             "cds": env.get("OSL_CDS", "1") != "0",
+            **({"verify_driver_memory": env["OSL_VERIFY_DRIVER_MEMORY"]} if env.get("OSL_VERIFY_DRIVER_MEMORY") else {}),
             "spark_jit": _choice("OSL_SPARK_JIT", env.get("OSL_SPARK_JIT") or "c1", SPARK_JIT_OPTIONS,
                                  "set c1 (quick start, the default on small machines) or tiered (the JVM's own C1-then-C2), or unset it"),  # fmt: skip
             "executor_gc": _choice("OSL_SPARK_EXECUTOR_GC", env.get("OSL_SPARK_EXECUTOR_GC") or "parallel", EXECUTOR_GC_OPTIONS,

@@ -22,6 +22,7 @@ __all__ = [
     "RepairError",
     "StateError",
     "UsageError",
+    "VerifierResourceError",
     "query_error",
 ]
 
@@ -160,6 +161,15 @@ class LakeError(JobError):
     def __init__(self, lake: str, problem: str, fix: str) -> None:
         self.lake, self.problem, self.fix = lake, problem, fix
         super().__init__(f"lake {lake}: {problem}; {fix}")
+
+
+class VerifierResourceError(JobError):
+    """The verifier's Spark ran out of something it needs (its driver's heap), or could not start
+    with what it was given; ``fix`` says how to give it more."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        self.problem, self.fix = problem, fix
+        super().__init__(f"verify: {problem}; {fix}")
 
 
 _REMOTE_INTEGRITY = re.compile(

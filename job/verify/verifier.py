@@ -90,10 +90,16 @@ __all__ = [
     "Finding",
     "FindingKind",
     "Report",
+    "Part",
     "check",
+    "expected_for",
+    "judge_part",
     "load_deleted",
     "output_frames",
+    "report",
     "save_deleted",
+    "strict_candidates",
+    "strict_stop",
 ]
 
 #: What a finding can be: the producers' anomalies, plus output nothing explains.
@@ -257,16 +263,52 @@ def check(
     several rows per session; the latest by ``(epoch, last_seq, last_offset)`` counts.
     """
     check_policy(policy)
+    part = judge_part(ledger, rows, quarantine, sessions, policy=policy, deleted=deleted, stop=STOP_OF_THIS_LEDGER)
+    return report(policy, part)
+
+
+#: ``judge_part``'s ``stop`` when the ledger it is given is the whole ledger: the strict stop is
+#: found in it. A caller judging a ledger in parts (:mod:`job.verify.spark_check`) finds the stop
+#: over the whole ledger first (:func:`strict_candidates`) and passes it to every part.
+STOP_OF_THIS_LEDGER = "this-ledger"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Part:
+    """What judging some sessions gives: their findings (in report order), record counts,
+    the ledger's sessions judged, and the output's sessions the ledger does not know."""
+
+    findings: list[Finding]
+    tally: Counter[str]
+    sessions: int
+    foreign: frozenset[str]
+
+
+def judge_part(
+    ledger: pd.DataFrame,
+    rows: pd.DataFrame,
+    quarantine: pd.DataFrame,
+    sessions: pd.DataFrame,
+    *,
+    policy: Policy,
+    deleted: Sequence[DeletedRange] = (),
+    stop: _Stop | None | str = STOP_OF_THIS_LEDGER,
+) -> Part:
+    """The rules of :func:`check` on any set of whole sessions: the ledger's rows and the
+    outputs of those sessions (one session, a group of them, or all). ``stop``: under
+    ``strict``, where the query stopped (:func:`strict_stop` over the whole ledger), or
+    :data:`STOP_OF_THIS_LEDGER` when ``ledger`` is the whole ledger."""
     gone = _deleted_records(ledger, deleted)
     rows = _columns(rows, ROWS_COLUMNS)
     quarantine = _columns(quarantine, QUARANTINE_COLUMNS)
     sessions = _columns(_rename_status(sessions), SESSIONS_COLUMNS)
     expected = _expected_with_deleted(ledger, gone) if gone else expected_sessions(ledger)
+    if stop == STOP_OF_THIS_LEDGER:
+        stop = strict_stop(strict_candidates(expected)) if policy == "strict" else None
     by_session = {str(k): v for k, v in ledger.groupby("session", sort=False)} if len(ledger) else {}
     out_rows = _group(rows)
     out_quarantine = _group(quarantine)
     latest = _latest_status(sessions)
-    stop = _strict_stop(expected) if policy == "strict" else None
 
     findings: list[Finding] = []
     tally: Counter[str] = Counter()
@@ -278,28 +320,40 @@ def check(
             out_quarantine.get(sid, quarantine.iloc[0:0]),
             latest.get(sid),
             policy,
-            stop,
+            stop if isinstance(stop, _Stop) else None,
             gone,
         )
         found, counted = _judge(session)
         findings += found
         tally.update(counted)
-
-    known = set(expected)
     seen = set(out_rows) | set(out_quarantine) | set(latest)
-    foreign = len({s for s in seen if s and s not in known})
+    foreign = frozenset(s for s in seen if s and s not in expected)
+    return Part(findings=findings, tally=tally, sessions=len(expected), foreign=foreign)
+
+
+def expected_for(ledger: pd.DataFrame, deleted: Sequence[DeletedRange] = ()) -> dict[str, ExpectedSession]:
+    """What each session of ``ledger`` must show, when the records in ``deleted`` never reached the job."""
+    gone = _deleted_records(ledger, deleted)
+    return _expected_with_deleted(ledger, gone) if gone else expected_sessions(ledger)
+
+
+def report(policy: Policy, *parts: Part) -> Report:
+    """The :class:`Report` of parts that together hold every session of the ledger once, in any
+    order: the findings are listed by session, each session's in the order they were found."""
+    findings = sorted((f for p in parts for f in p.findings), key=lambda f: f.session)
+    tally: Counter[str] = sum((p.tally for p in parts), Counter())
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for f in findings:
         counts[f.fault or "-"][f.kind] += 1
     return Report(
         policy=policy,
         ok=all(f.allowed for f in findings),
-        sessions=len(expected),
+        sessions=sum(p.sessions for p in parts),
         delivered=tally["delivered"],
         applied=tally["applied"],
         quarantined=tally["quarantined"],
         lost=tally["lost"],
-        foreign_sessions=foreign,
+        foreign_sessions=len(frozenset().union(*(p.foreign for p in parts))),
         counts={k: dict(v) for k, v in counts.items()},
         anomalies=tuple(findings),
     )
@@ -945,18 +999,20 @@ def _latest_status(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _strict_stop(expected: Mapping[str, ExpectedSession]) -> _Stop | None:
-    """The earliest fault (by send index) that makes ``strict`` fail, if any."""
-    stopping = [
-        (w.send_index, str(w.fault), s.session)
+def strict_candidates(expected: Mapping[str, ExpectedSession]) -> list[tuple[int, str, str]]:
+    """The faults that make ``strict`` fail, as ``(send_index, fault, session)``."""
+    return [
+        (int(w.send_index), str(w.fault), s.session)
         for s in expected.values()
         for w in s.windows
         if w.fault in _STRICT_STOPS
     ]
-    if not stopping:
-        return None
-    _, fault, session = min(stopping)
-    return _Stop(fault, session)
+
+
+def strict_stop(candidates: Iterable[tuple[int, str, str]]) -> _Stop | None:
+    """Where ``strict`` stops: the earliest of the :func:`strict_candidates` (by send index), if any."""
+    first = min(candidates, default=None)
+    return None if first is None else _Stop(first[1], first[2])
 
 
 # Window causes after which a strict query fails (a bad record, a gap, a duplicate, a

@@ -419,3 +419,31 @@ def test_the_findings_frame_has_the_same_column_types_with_and_without_findings(
         for frame in (clean, dirty):
             lost = frame[frame["kind"] == "lost"].groupby("partition").size()
             assert lost.get(7, 0) == 0
+
+
+# -- judged in parts (job/verify/spark_check.py judges one session at a time) ------------------------
+
+
+@pytest.mark.parametrize("policy", ["strict", "resync"])
+def test_sessions_judged_apart_give_the_report_of_the_whole(policy: str) -> None:
+    """One session carries a drop (where a strict query stops, so the clean session after it in
+    Kafka loses everything), and a third session of the outputs is unknown to the ledger: judged one
+    session at a time with the stop found over the whole ledger first, the report is the one
+    ``check`` gives on everything at once."""
+    from job.verify.verifier import expected_for, judge_part, report, strict_candidates, strict_stop
+
+    other = "fleet-2-s0001"
+    df = ledger(*with_fault(2, "drop"), *base_session(lambda *a, **k: msg(*a, session=other, **k)))
+    changes, quarantine, statuses = strict_outputs(df) if policy == "strict" else outputs(df, "resync")
+    stray = step(None, [Record(TOPIC, 1, 0, "other-run-s0000", encode(msg("snapshot", 0, session="other-run-s0000", rows=[])), 0)],
+                 policy="resync")  # fmt: skip
+    rows, quar, stats = output_frames([*changes, *stray.changes], quarantine, [*statuses, stray.status])
+    whole = check(df, rows, quar, stats, policy=policy)  # type: ignore[arg-type]
+    stop = strict_stop(strict_candidates(expected_for(df))) if policy == "strict" else None
+    parts = [
+        judge_part(df[df["session"] == sid], rows[rows["session"] == sid], quar[quar["session"] == sid],
+                   stats[stats["session"] == sid], policy=policy, stop=stop)  # type: ignore[arg-type]  # fmt: skip
+        for sid in (other, "other-run-s0000", SID)
+    ]
+    assert whole.ok and whole.anomalies and whole.foreign_sessions == 1, whole.summary()
+    assert report(policy, *parts) == whole  # type: ignore[arg-type]
