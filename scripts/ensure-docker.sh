@@ -13,10 +13,11 @@
 #               same tags: Debian's minbase rootfs from `debootstrap` turned into an image by
 #               `docker import`, and Go's toolchain (the module the go command itself downloads
 #               toolchains as) on top of it, so the same FROM lines work on both kinds of machine.
-# Exit status: 0 ready; 3 with a one-line reason where no engine can be had here (not root, no
-# apt, no dockerd that answers): the only case a caller may skip the compose lane; 1 for any
-# failure once an engine answers (the plugin build, a base image), naming the step: a broken
-# step must fail CI, not read as "no engine".
+# Exit status: 0 ready; 3 with a one-line reason where no engine can be had here at all (no
+# engine answers and this is not root on Debian/Ubuntu, so nothing can be installed or started):
+# the only case a caller may skip the compose lane; 1 for any other failure, naming the step (an
+# apt install that failed, a dockerd that does not answer, the plugin build, a base image): a
+# broken step must fail CI, not read as "no engine".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,7 +64,8 @@ ensure_engine() {
     is_root_debian || no_engine "no Docker engine answers and this is not root on Debian/Ubuntu, so none is installed here: \
 install Docker (https://docs.docker.com/engine/install/) and start it, or use OSL_BACKEND=local"
     say "engine: installing Debian's docker.io (apt-get)"
-    apt_install docker.io ca-certificates iptables || no_engine "apt-get install docker.io failed; install Docker by hand or use OSL_BACKEND=local"
+    # root on Debian can have an engine: a failed install is a broken step (a mirror, a lock), not "none here"
+    apt_install docker.io ca-certificates iptables || die "engine: apt-get install docker.io failed (run it by hand to see apt's error)"
   fi
   if pgrep -x dockerd >/dev/null 2>&1; then
     say "engine: dockerd runs but does not answer yet; waiting"
@@ -79,8 +81,8 @@ install Docker (https://docs.docker.com/engine/install/) and start it, or use OS
     engine_answers && { say "engine: Docker $(docker info --format '{{.ServerVersion}}') started"; return 0; }
     sleep 1
   done
-  no_engine "dockerd did not answer within 60s: $(grep -iE 'level=(fatal|error)|failed to start' "$DOCKERD_LOG" 2>/dev/null | tail -n1 | cut -c1-300 || true) \
-(full log: $DOCKERD_LOG); use OSL_BACKEND=local on this machine"
+  die "engine: dockerd did not answer within 60s: $(grep -iE 'level=(fatal|error)|failed to start' "$DOCKERD_LOG" 2>/dev/null | tail -n1 | cut -c1-300 || true) \
+(full log: $DOCKERD_LOG)"
 }
 
 # ------------------------------------------------------------------------------------ plugin
