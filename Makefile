@@ -29,13 +29,13 @@ test-compose: bootstrap
 docker:
 	bash scripts/ensure-docker.sh
 
-# Contributors' lanes (CI still runs everything): the units alone, no services (about a minute);
-# then the units, the quick integration tests on one sandbox start, and chapters 01-02.
+# Contributors' lanes (CI still runs everything): the units alone, no services (goal: 2 min);
+# then the units, the quick integration tests on one sandbox start, and chapters 01-02 (goal: 6 min).
 test-quick: bootstrap
-	$(BIN)/python -m pytest -m "not slow and not integration and not notebook" $(PYTEST_ARGS)
+	bash scripts/timed.sh "make test-quick" 120 $(BIN)/python -m pytest -m "not slow and not integration and not notebook" $(PYTEST_ARGS)
 
 test-fast: bootstrap
-	$(BIN)/python -m pytest -m "not compose and (not slow or notebook)" tests \
+	bash scripts/timed.sh "make test-fast" 360 $(BIN)/python -m pytest -m "not compose and (not slow or notebook)" tests \
 	  notebooks/01-snapshot-update-producers.ipynb notebooks/02-the-stateful-job.ipynb $(PYTEST_ARGS)
 
 up: bootstrap

@@ -103,7 +103,24 @@ def pytest_sessionstart(session):
     session.config._sandbox_was_up = _any_service_up()
 
 
+def _fail_on_skips(session) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    from tests.ci_skips import ALLOWED_SKIPS, allowed_skip_rules, skips_not_allowed
+
+    bad = skips_not_allowed(skipped, allowed_skip_rules(ALLOWED_SKIPS.read_text()))
+    if not bad:
+        return
+    reporter.write_sep("!", f"CI: {len(bad)} test(s) skipped for a reason not in tests/allowed_skips.txt", red=True)
+    for nodeid, reason in bad:
+        reporter.write_line(f"CI: SKIPPED {nodeid}: {reason}")
+    reporter.write_line("CI: a skip is a test that did not run; make it run here, or allow its reason in that file, saying why")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("CI"):
+        _fail_on_skips(session)
     # Leave the test sandbox as this run found it: notebook cells may have started it without
     # a fixture, so decide from its state, not from who started it.
     if not getattr(session.config, "_sandbox_was_up", True) and _any_service_up():
