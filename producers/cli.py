@@ -1,8 +1,9 @@
 """``python -m producers``: run collection points, list faults, summarise a ledger.
 
-The environment is read here and nowhere else: ``OSL_KAFKA_BOOTSTRAP`` (default
-``127.0.0.1:9092``), ``OSL_S3_ENDPOINT`` (``http://127.0.0.1:9000``), ``OSL_S3_ACCESS_KEY``
-(``sandbox``), ``OSL_S3_SECRET_KEY`` (``sandbox-secret``); flags override them.
+The environment is read here and nowhere else, as ``python -m sandbox`` and ``python -m job``
+read it (:meth:`sandbox.settings.Settings.from_env`): the sandbox's Kafka and MinIO, with
+``OSL_PORT_OFFSET`` moving their ports, or ``OSL_KAFKA_BOOTSTRAP`` / ``OSL_S3_ENDPOINT`` naming
+them, and ``OSL_S3_ACCESS_KEY`` / ``OSL_S3_SECRET_KEY``; flags override them.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from producers.contract import TOPIC_PREFIX
 from producers.errors import ProducerError
 from producers.faults import FAULT_NAMES, describe_faults, parse_fault
 from producers.ledger import S3Target
-from sandbox.settings import KAFKA_BOOTSTRAP, S3_ACCESS_KEY, S3_SECRET_KEY
 
 __all__ = ["main"]
 
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    from sandbox.settings import Settings
+
+    settings = Settings.from_env(env)  # the same sandbox `python -m sandbox` and `python -m job` reach
+    kafka, s3 = settings.endpoints().kafka_bootstrap, settings.endpoints().s3_endpoint
     p = argparse.ArgumentParser(
         prog="python -m producers", description="Collection-point producers for the ordered-stream lab."
     )
@@ -42,8 +46,8 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--bootstrap",
-        default=env.get("OSL_KAFKA_BOOTSTRAP", KAFKA_BOOTSTRAP),
-        help="Kafka bootstrap servers (env OSL_KAFKA_BOOTSTRAP; default %(default)s)",
+        default=kafka,
+        help="Kafka bootstrap servers (default: the sandbox's, %(default)s, from OSL_PORT_OFFSET or OSL_KAFKA_BOOTSTRAP)",
     )
     r.add_argument("--sites", type=int, default=3, help="sites at the start (default %(default)s)")
     r.add_argument(
@@ -86,12 +90,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     r.add_argument("--rows", type=int, default=None, help="initial rows per site (default 200-400 from the seed)")
     r.add_argument(
         "--s3-endpoint",
-        default=env.get("OSL_S3_ENDPOINT", "http://127.0.0.1:9000"),
-        help="for s3a:// ledgers (env OSL_S3_ENDPOINT)",
+        default=s3,
+        help="for s3a:// ledgers (default: the sandbox's MinIO, %(default)s)",
     )
-    r.add_argument("--s3-access-key", default=env.get("OSL_S3_ACCESS_KEY", S3_ACCESS_KEY), help="(env OSL_S3_ACCESS_KEY)")
+    r.add_argument("--s3-access-key", default=settings.s3_access_key, help="(env OSL_S3_ACCESS_KEY)")
     r.add_argument(
-        "--s3-secret-key", default=env.get("OSL_S3_SECRET_KEY", S3_SECRET_KEY), help="(env OSL_S3_SECRET_KEY)"
+        "--s3-secret-key", default=settings.s3_secret_key, help="(env OSL_S3_SECRET_KEY)"
     )
     r.add_argument("--no-progress", action="store_true", help="no live progress line")
 
@@ -101,9 +105,9 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     led = sub.add_parser("ledger", help="summarise a ledger and its loss windows")
     led.add_argument("location", help="a ledger directory or s3a:// prefix")
     led.add_argument("--windows", action="store_true", help="list every loss window")
-    led.add_argument("--s3-endpoint", default=env.get("OSL_S3_ENDPOINT", "http://127.0.0.1:9000"))
-    led.add_argument("--s3-access-key", default=env.get("OSL_S3_ACCESS_KEY", S3_ACCESS_KEY))
-    led.add_argument("--s3-secret-key", default=env.get("OSL_S3_SECRET_KEY", S3_SECRET_KEY))
+    led.add_argument("--s3-endpoint", default=s3)
+    led.add_argument("--s3-access-key", default=settings.s3_access_key)
+    led.add_argument("--s3-secret-key", default=settings.s3_secret_key)
     return p
 
 
@@ -118,7 +122,13 @@ def main(
     env = os.environ if env is None else env
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = _parser(env)
+    from sandbox.errors import SandboxError
+
+    try:
+        parser = _parser(env)
+    except SandboxError as exc:  # e.g. OSL_PORT_OFFSET that is not a number
+        print(f"error: {exc}", file=err)
+        return 2
     args = parser.parse_args(argv)
     try:
         if args.command == "faults":

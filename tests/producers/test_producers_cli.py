@@ -74,6 +74,20 @@ def test_the_environment_supplies_defaults_and_flags_override_it() -> None:
     assert _parser({}).parse_args(["run"]).bootstrap == "127.0.0.1:9092"
 
 
+def test_a_port_offset_moves_the_producers_to_the_sandbox_it_names() -> None:
+    """A second sandbox on other ports (OSL_PORT_OFFSET, as the README offers): the producers reach
+    its Kafka and MinIO as `python -m sandbox` and `python -m job` do, not 9092 and 9000."""
+    args = _parser({"OSL_PORT_OFFSET": "20000"}).parse_args(["run"])
+    assert (args.bootstrap, args.s3_endpoint) == ("127.0.0.1:29092", "http://127.0.0.1:29000")
+    led = _parser({"OSL_PORT_OFFSET": "20000"}).parse_args(["ledger", "x"])
+    assert led.s3_endpoint == "http://127.0.0.1:29000"
+
+
+def test_an_offset_that_is_not_a_number_is_one_line_and_exit_2() -> None:
+    code, _out, err = cli("run", env={"OSL_PORT_OFFSET": "lots"})
+    assert code == 2 and err.startswith("error: OSL_PORT_OFFSET='lots' is not an integer"), err
+
+
 def test_ledger_command_summarises_sessions_and_windows(tmp_path, memory_transport, step_clock) -> None:
     cfg = RunConfig(
         ledger=str(tmp_path / "l"),
