@@ -166,12 +166,16 @@ def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, pr
     from job.verify.spark_check import check_frames, ledger_dataframe
     from producers.ledger import ledger_parts
 
-    parts = ledger_parts(ledger, s3=_s3_target(settings))  # a wrong ledger path is said before Spark starts
+    # A local ledger's wrong path is said first; an s3a:// one once MinIO is known to answer.
+    in_s3 = ledger.startswith(("s3a://", "s3://"))
+    parts = None if in_s3 else ledger_parts(ledger)
     if preflight:
         from sandbox.health import require
 
         require(settings, "minio")
         check_lake(settings, lake)
+    if parts is None:
+        parts = ledger_parts(ledger, s3=_s3_target(settings))
     own = spark is None
     spark = spark or verifier_session(settings)
     with fatal_errors(settings) if own else contextlib.nullcontext():
