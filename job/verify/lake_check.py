@@ -153,16 +153,14 @@ def check_lake(settings, lake_root: str) -> None:
 def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, preflight: bool = False, deleted=()):
     """The report of :func:`job.verify.verifier.check` for the ledger at ``ledger`` and the lake
     root ``lake`` (``deleted``: the offset ranges Kafka deleted before the job read them), judged
-    inside Spark session by session (:mod:`job.verify.spark_check`): memory follows the
-    anomalies and sessions, not the lake's rows.
+    inside Spark on groups of whole sessions (:mod:`job.verify.spark_check`): the driver's memory
+    follows the anomalies and sessions, not the lake's rows.
 
-    With ``preflight`` (the command line), a local ledger is read first, then the sandbox's
+    With ``preflight`` (the command line), a local ledger is listed first, then the sandbox's
     MinIO is required to answer and the lake to hold job output, so that a wrong path or a
     stopped sandbox is reported in one line before any Spark starts. Without ``spark``, the
     verifier runs its own local one (:func:`verifier_session`): the cluster need not be up.
     """
-    from job.verify.verifier import check
-
     from job.verify.spark_check import check_frames, ledger_dataframe
     from producers.ledger import ledger_parts
 
