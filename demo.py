@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+from job.engine.session import DEFAULT_POLICY
 from sandbox import SandboxError, Settings, open_sandbox
 from sandbox.settings import detect_backend
 from sandbox.smoke import kafka_round_trip, s3_round_trip
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when the lake verifies, 1 when it does not or a step failed, 2 when
     the sandbox or its services cannot be used. Every failure is one paragraph on stderr."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--policy", default="resync", help="integrity policy of the job (default: resync)")
+    parser.add_argument("--policy", default=DEFAULT_POLICY, help=f"integrity policy of the job (default: {DEFAULT_POLICY})")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds the producers run")
     parser.add_argument("--rate", type=float, default=200.0, help="messages per second, all sites together")
     parser.add_argument("--seed", type=int, default=7)

@@ -216,18 +216,15 @@ def _verdict(report) -> str:
 
 
 def job_config(settings, name: str, prefix: str, **overrides):
-    """The sandbox's job config for a bench run; an explicit ``max_offsets_per_trigger=None`` means
-    uncapped (the sandbox's builder reads None as "keep the default")."""
-    import dataclasses
-
+    """The sandbox's job config for a bench run: an override of None keeps the job's default (a
+    bench flag left out), except ``max_offsets_per_trigger=None``, which is the job's "no cap"."""
     from job.spark.config import job_config as sandbox_job_config
 
-    uncapped = "max_offsets_per_trigger" in overrides and overrides["max_offsets_per_trigger"] is None
-    cfg = sandbox_job_config(
+    given = {k: v for k, v in overrides.items() if v is not None or k == "max_offsets_per_trigger"}
+    return sandbox_job_config(
         settings, output=f"s3a://{settings.bucket}/bench/{name}", checkpoint=settings.checkpoint_root / "bench" / name,
-        topic_prefix=prefix, name=name, **{"raw_archive": False, **overrides},
+        topic_prefix=prefix, name=name, **{"raw_archive": False, **given},
     )  # fmt: skip
-    return dataclasses.replace(cfg, max_offsets_per_trigger=None) if uncapped else cfg
 
 
 #: Spark's per-batch durations the sweep reports (``StreamingQueryProgress.durationMs``), and

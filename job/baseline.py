@@ -33,6 +33,7 @@ import pandas as pd
 
 from job.engine.errors import BaselineError, IntegrityError
 from job.engine.session import (
+    DEFAULT_POLICY,
     DEFAULT_WINDOW,
     POLICIES,
     Policy,
@@ -68,7 +69,7 @@ class BaselineConfig:
 
     bootstrap: str
     topic_prefix: str = TOPIC_PREFIX
-    policy: Policy = "resync"
+    policy: Policy = DEFAULT_POLICY
     window: int = DEFAULT_WINDOW
     idle_s: float = 10.0
     end_offsets: Mapping[Partition, int] | None = None
@@ -352,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m job.baseline", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", default=KAFKA_BOOTSTRAP)
     parser.add_argument("--topic-prefix", default=TOPIC_PREFIX)
-    parser.add_argument("--policy", choices=POLICIES, default="resync")
+    parser.add_argument("--policy", choices=POLICIES, default=DEFAULT_POLICY)
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW)
     parser.add_argument("--idle", type=float, default=10.0, help="stop after this many seconds without a record")
     parser.add_argument("--to-current-end", action="store_true", help="stop at the end offsets found at start")

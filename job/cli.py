@@ -11,34 +11,73 @@ import time
 from pathlib import Path
 
 from job.engine.errors import JobError, UsageError
-from job.spark.config import OPERATORS, TOPIC_PREFIX, JobConfig, Policy, job_config
+from job.spark import saved
+from job.spark.config import OPERATORS, JobConfig
+
+
+def _cap(text: str) -> int | None:
+    """``--max-offsets-per-trigger``: a positive number, or ``none`` for no cap (JobConfig's None)."""
+    if text.strip().lower() == "none":
+        return None
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+_cap.__name__ = "cap (a positive number or none)"  # what argparse names in its error
+
+#: The options that set a JobConfig field: flag, field, type, help. Defaults come from JobConfig,
+#: so each is written once; a flag left out is not in the namespace (argparse.SUPPRESS), which
+#: tells job.spark.saved.resolve what the user set over the run's saved configuration.
+_JOB_OPTIONS: tuple[tuple[str, str, object, str], ...] = (
+    ("--policy", "policy", str, "integrity policy: strict | resync | window | none"),
+    ("--window", "window", int, "reorder window in messages, for --policy window"),
+    ("--topic-prefix", "topic_prefix", str, "topic prefix to subscribe to"),
+    ("--output", "output", str, "lake root"),
+    ("--starting-offsets", "starting_offsets", str, "earliest | latest | JSON offsets; read by a new checkpoint only"),
+    ("--max-offsets-per-trigger", "max_offsets_per_trigger", _cap, "records per micro-batch at most, all partitions together; none for no cap"),
+    ("--state-partitions", "state_partitions", int, "partitions of the session state, fixed by the checkpoint's first run"),
+    ("--input-tasks", "input_tasks", int, "tasks that read Kafka per micro-batch, 0 for one per Kafka partition with new records"),
+    ("--sink-writers", "sink_writers", int, "Parquet files a sink task keeps open, 0 to sort by output (Spark's default)"),
+    ("--trigger", "trigger", str, "micro-batch interval, or available-now"),
+    ("--idle-timeout", "idle_timeout_s", int, "seconds before an idle session expires"),
+    ("--operator", "operator", str, " | ".join(OPERATORS)),
+    ("--fail-on-data-loss", "fail_on_data_loss", bool,
+     "stop when Kafka deleted records the checkpoint says come next; --no-fail-on-data-loss skips to the oldest record Kafka still has"),
+    ("--raw-archive", "raw_archive", bool, "archive every input record in the lake (output=raw); --no-raw-archive: the job ran without it"),
+)  # fmt: skip
+_RUN_FIELDS = tuple(name for _, name, _, _ in _JOB_OPTIONS)
+_CHECKPOINT_HELP = "the job's checkpoint dir, whose job.json holds the run's settings (default: <state>/checkpoints/job)"
+
+
+def _job_options(parser: argparse.ArgumentParser, fields: tuple[str, ...], *, what: str = "") -> None:
+    """Add the options of ``fields`` to ``parser``, each with JobConfig's default in its help."""
+    defaults = {f.name: f.default for f in dataclasses.fields(JobConfig)}
+    defaults["output"] = "s3a://<bucket>/job"
+    defaults["max_offsets_per_trigger"] = JobConfig.max_offsets_per_trigger or "none"
+    for flag, name, kind, text in _JOB_OPTIONS:
+        if name not in fields:
+            continue
+        shown_default = {True: "on", False: "off"}.get(defaults[name], defaults[name])  # type: ignore[call-overload]
+        help_text = f"{text}{what} (default: the run's saved setting, else {shown_default})"
+        if kind is bool:
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+        else:
+            parser.add_argument(flag, dest=name, type=kind, default=argparse.SUPPRESS, help=help_text)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m job", description="The ordered, stateful session job and its verifier.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run = sub.add_parser("run", help="run the streaming job on the sandbox's Spark cluster")
-    run.add_argument("--policy", default="resync", help="strict | resync | window | none (default: resync)")
-    run.add_argument("--window", type=int, default=8, help="reorder window in messages, for --policy window")
-    run.add_argument("--topic-prefix", default=TOPIC_PREFIX, help=f"topic prefix to subscribe to (default: {TOPIC_PREFIX})")
+    run = sub.add_parser("run", help="run the streaming job on the sandbox's Spark cluster",
+                         description="Runs the job; its settings are saved beside the checkpoint (job.json) and a "
+                                     "later run on the same checkpoint starts from them (docs/job-config.md).")  # fmt: skip
+    _job_options(run, _RUN_FIELDS)
     run.add_argument("--prefix", dest="deprecated_prefix", help=argparse.SUPPRESS)  # before --topic-prefix existed
-    run.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
     run.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
-    run.add_argument("--starting-offsets", default="earliest", help="earliest | latest")
-    run.add_argument("--max-offsets-per-trigger", type=int, default=JobConfig.max_offsets_per_trigger,
-                     help=f"records per micro-batch at most, all partitions together (default: {JobConfig.max_offsets_per_trigger})")
-    run.add_argument("--state-partitions", type=int, default=JobConfig.state_partitions,
-                     help=f"partitions of the session state, fixed by the checkpoint's first run (default: {JobConfig.state_partitions})")
-    run.add_argument("--input-tasks", type=int, default=JobConfig.input_tasks,
-                     help=f"tasks that read Kafka per micro-batch, 0 for one per Kafka partition with new records "
-                          f"(default: {JobConfig.input_tasks})")
-    run.add_argument("--fail-on-data-loss", action=argparse.BooleanOptionalAction, default=JobConfig.fail_on_data_loss,
-                     help="stop when Kafka deleted records the checkpoint says come next (default: on); "
-                          "--no-fail-on-data-loss skips to the oldest record Kafka still has")  # fmt: skip
-    run.add_argument("--trigger", default="5 seconds", help="micro-batch interval, or available-now")
-    run.add_argument("--idle-timeout", type=int, default=600, help="seconds before an idle session expires")
-    run.add_argument("--operator", default=JobConfig.operator,
-                     help=f"{' | '.join(OPERATORS)} (default: {JobConfig.operator})")  # fmt: skip
+    run.add_argument("--allow-sink-ahead", action="store_true",
+                     help="start even where the output's sink log is ahead of the checkpoint: the metadata trap, on purpose (chapter 08)")  # fmt: skip
     run.add_argument("--until-drained", action="store_true", help="stop once everything now in Kafka is processed")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="an extra Spark setting; repeatable")
@@ -47,14 +86,15 @@ def _parser() -> argparse.ArgumentParser:
     _watch_options(run)
     watch = sub.add_parser("watch", help="follow a running job's event log; alert on error, stall or lag")
     watch.add_argument("--events", type=Path, help="the job's event log (default: <checkpoint>/events.jsonl)")
-    watch.add_argument("--checkpoint", type=Path, help="the job's checkpoint dir (default: <state>/checkpoints/job)")
-    watch.add_argument("--topic-prefix", default=TOPIC_PREFIX, help=f"the job's topic prefix, for the lag (default: {TOPIC_PREFIX})")
+    watch.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
+    _job_options(watch, ("topic_prefix",), what=", for the lag")
     watch.add_argument("--duration", type=float, help="stop watching after this many seconds (default: until interrupted)")
     _watch_options(watch)
     verify = sub.add_parser("verify", help="compare the lake with the producers' ledger")
     verify.add_argument("--ledger", required=True, help="ledger directory or s3a:// prefix")
-    verify.add_argument("--lake", help="lake root (default: s3a://<bucket>/job)")
-    verify.add_argument("--policy", default="resync")
+    verify.add_argument("--lake", dest="output", default=argparse.SUPPRESS, help="lake root (default: the run's, else s3a://<bucket>/job)")
+    verify.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
+    _job_options(verify, ("policy",), what=" the job ran with")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
     verify.add_argument("--driver-memory", metavar="SIZE",
                         help="heap of the verifier's Spark driver, e.g. 2g (default: OSL_VERIFY_DRIVER_MEMORY, else 1g)")  # fmt: skip
@@ -67,14 +107,9 @@ def _parser() -> argparse.ArgumentParser:
                                         "restart from explicit offsets. Prints the plan; --apply carries it out.")  # fmt: skip
     repair.add_argument("--apply", action="store_true", help="carry the plan out (default: print it only)")
     repair.add_argument("--partitions", help="topic:p,... : search only these partitions for damage, and repair them")
-    repair.add_argument("--policy", default="resync", help="the job's integrity policy, for the restart (default: resync)")
-    repair.add_argument("--window", type=int, default=8)
-    repair.add_argument("--topic-prefix", default=TOPIC_PREFIX, help=f"the job's topic prefix (default: {TOPIC_PREFIX})")
-    repair.add_argument("--prefix", dest="topic_prefix", help=argparse.SUPPRESS)  # the old name, as for `run`
-    repair.add_argument("--output", help="lake root (default: s3a://<bucket>/job)")
-    repair.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
-    repair.add_argument("--operator", default=JobConfig.operator)
-    repair.add_argument("--no-raw-archive", action="store_true", help="the job ran without the raw archive")
+    repair.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
+    _job_options(repair, _RUN_FIELDS, what=", for the restart")
+    repair.add_argument("--prefix", dest="topic_prefix", default=argparse.SUPPRESS, help=argparse.SUPPRESS)  # the old name, as for `run`
     repair.add_argument("--plan", type=Path, help="also write the plan as JSON here (RepairPlan.from_json reads it back)")
     backfill = sub.add_parser(
         "backfill", help="replay the raw archive for a time range into a versioned output (no broker needed)",
@@ -84,12 +119,13 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     backfill.add_argument("--from", dest="start", required=True, help="range start, included (e.g. 2026-11-22T21:00:00Z)")
     backfill.add_argument("--to", dest="end", required=True, help="range end, excluded")
-    backfill.add_argument("--lake", help="lake root the job writes (default: s3a://<bucket>/job)")
+    backfill.add_argument("--lake", dest="output", default=argparse.SUPPRESS,
+                          help="lake root the job writes (default: the run's, else s3a://<bucket>/job)")  # fmt: skip
+    backfill.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
     backfill.add_argument("--raw", help="the lake whose raw archive to replay, or an older job's archive folder (default: --lake)")
     backfill.add_argument("--version", help="output version name (default: derived from the range)")
     backfill.add_argument("--overwrite", action="store_true", help="replace an existing output version")
-    backfill.add_argument("--policy", default="resync", help="strict | resync | window | none (default: resync)")
-    backfill.add_argument("--window", type=int, default=8, help="reorder window in messages, for --policy window")
+    _job_options(backfill, ("policy", "window"))
     backfill.add_argument("--job-version", default="v1", help="session logic to run: v1 (current) or v0-skips-deletes")
     backfill.add_argument("--merge", action="store_true",
                           help="also merge with the output readers see now into <version>+merged (the live output wins)")  # fmt: skip
@@ -177,18 +213,9 @@ def _run(args, settings) -> int:
     if args.deprecated_prefix is not None:
         print("warning: --prefix is deprecated and will go away; use --topic-prefix (the producers' name for it)", file=sys.stderr)
         args.topic_prefix = args.deprecated_prefix
-    policy: Policy = args.policy
-    cfg = job_config(
-        settings,
-        policy=policy, window=args.window, topic_prefix=args.topic_prefix, output=args.output,
-        checkpoint=args.checkpoint.resolve() if args.checkpoint else None,
-        starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
-        fail_on_data_loss=args.fail_on_data_loss, trigger=args.trigger, idle_timeout_s=args.idle_timeout,
-        operator=args.operator, state_partitions=args.state_partitions, input_tasks=args.input_tasks,
-    )  # fmt: skip
+    cfg = saved.from_args(args, settings, _RUN_FIELDS)
     from job.engine import interrupts
     from job.spark import lake
-    from job.spark.pipeline import state_partitions_warning
     from sandbox.health import require
     from sandbox.spark import driver_log, spark_session
 
@@ -202,8 +229,7 @@ def _run(args, settings) -> int:
         extra[key.strip()] = value
     require(settings, "kafka", "minio", "spark")
     print(f"[job] policy={cfg.policy} operator={cfg.operator} failOnDataLoss={str(cfg.fail_on_data_loss).lower()} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
-    if (warning := state_partitions_warning(cfg)) is not None:
-        print(f"warning: {warning}", file=sys.stderr)
+    saved.check_fixed(cfg)  # before a Spark application starts; pipeline.start checks it again
     spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
     sink = lake.find_sink(spark, cfg.output)
@@ -231,7 +257,10 @@ def _log_events(spark, path: Path) -> None:
 def _run_queries(args, spark, cfg, settings) -> int:
     from job.spark import pipeline
 
-    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+    queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap, allow_sink_ahead=args.allow_sink_ahead)
+    if args.allow_sink_ahead:
+        print("warning: --allow-sink-ahead: a sink log ahead of the checkpoint skips this run's batches up to its latest id "
+              "(the metadata trap, chapter 08)", file=sys.stderr)  # fmt: skip
     try:
         if args.until_drained:
             pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
@@ -272,8 +301,9 @@ def _follow(queries: list, duration: float | None) -> None:
 def _watch(args, settings) -> int:
     from job.ops.watch import follow_log
 
-    events = args.events or (args.checkpoint or settings.checkpoint_root / "job") / "events.jsonl"
-    kwargs = _watchdog_kwargs(args, settings, args.topic_prefix)
+    cfg = saved.from_args(args, settings, ("topic_prefix",))
+    events = args.events or cfg.checkpoint / "events.jsonl"
+    kwargs = _watchdog_kwargs(args, settings, cfg.topic_prefix)
     deadline = time.monotonic() + args.duration if args.duration else None
     names = ", ".join(channel.name for channel in kwargs["channels"])
     print(f"[watch] following {events}; alerts -> {names}; stall after {args.stall_after:g} s, lag over {args.lag_threshold} records",
@@ -292,8 +322,8 @@ def _verify(args, settings) -> int:
         if not re.fullmatch(r"\d+[kmgt]?", args.driver_memory.lower()):
             raise UsageError(f"--driver-memory {args.driver_memory!r} is not a size", "give a number with a unit, e.g. 2g or 1536m")
         settings = dataclasses.replace(settings, verify_driver_memory=args.driver_memory)
-    report = verify_lake(settings, ledger=args.ledger, lake=args.lake or f"s3a://{settings.bucket}/job", policy=args.policy,
-                         preflight=True, deleted=deleted)  # fmt: skip
+    cfg = saved.from_args(args, settings, ("output", "policy"))
+    report = verify_lake(settings, ledger=args.ledger, lake=cfg.output, policy=cfg.policy, preflight=True, deleted=deleted)
     print(report.summary())
     if args.json:
         args.json.write_text(report.to_json())

@@ -194,15 +194,13 @@ def _main(argv: list[str] | None = None) -> int:
     if len(set(args.sink)) != len(args.sink):
         parser.error(f"--sink: each kind once, got {args.sink}")
     spark = spark_session(settings, f"delivery-{'-'.join(args.sink)}")
-    stream = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribePattern", f"^{args.prefix}.*")
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
-        .load()
-        .selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "value")
-    )
+    from job.spark.config import JobConfig
+    from job.spark.pipeline import kafka_stream
+
+    # the job's own Kafka reader, one task per partition: what differs here is the sink
+    read = JobConfig(output=args.output, checkpoint=args.checkpoint.resolve(), topic_prefix=args.prefix,
+                     max_offsets_per_trigger=args.max_offsets_per_trigger, input_tasks=0)  # fmt: skip
+    stream = kafka_stream(spark, read, bootstrap).selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "value")
     query = (
         stream.writeStream.foreachBatch(make_sink(args.sink, args.output, die_after_batch=args.die_after_batch))
         .option("checkpointLocation", str(args.checkpoint))

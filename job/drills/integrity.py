@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from job.engine.session import DEFAULT_WINDOW
 from job.spark import lake
 from job.spark.config import JobConfig
 from producers.faults import FAULTS, Anomaly, Burst, Crash, Drop, EpochReset, Fault, OrphanUpdate, Oversized, Target
@@ -200,7 +201,7 @@ def _produce(settings, *, ledger: str, prefix: str, faults: Sequence[Fault], sna
 def _verify(spark, settings, *, ledger: str, cfg: JobConfig, policy: str):
     """The verifier's report; an output the job never committed to (``strict`` stopped in its
     first batch) is verified as empty rather than failing to read."""
-    from job.drills.trap import sink_log_batches
+    from job.spark.lake import sink_log_batches
     from job.verify.lake_check import load_ledger, verify_lake
     from job.verify.verifier import check, output_frames
 
@@ -267,7 +268,7 @@ def strict_prefix(spark, settings, *, workdir: Path, prefix: str, dropped_seq: i
              rate=2000.0, duration=10.0, seed=seed, run_id=f"sp{uuid.uuid4().hex[:6]}", session_length=3 * dropped_seq)  # fmt: skip
     cfg = _config(settings, workdir, prefix, "strict-prefix", policy="strict", max_offsets_per_trigger=batch_records)
     run = run_policy(spark, settings, cfg, ledger=ledger, progress=progress)
-    from job.drills.trap import sink_log_batches
+    from job.spark.lake import sink_log_batches
 
     seqs: list[int] = []
     if sink_log_batches(spark, cfg.sink_path):
@@ -290,7 +291,7 @@ def fault_matrix(
     workdir: Path,
     prefix: str | None = None,
     policies: Sequence[str] = MATRIX_POLICIES,
-    window: int = 8,
+    window: int = DEFAULT_WINDOW,
     faults: Sequence[Fault] | None = None,
     snapshot_every: int = 25,
     sites: int = 3,

@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from job.spark.config import JobConfig
+from job.spark.lake import sink_log_batches
 from job.spark.query_progress import reached, records_between, started
 
 __all__ = ["TrapRun", "reproduce_metadata_trap", "sink_log_batches"]
@@ -50,17 +51,6 @@ class TrapRun:
         """The restored run's batches with records that the sink skipped."""
         b = self.batches
         return b[(b["run"] == "3 restored") & ~b["written"] & (b["records"] > 0)]
-
-
-def sink_log_batches(spark, sink_path: str) -> list[int]:
-    """The batch ids in a file sink's ``_spark_metadata`` log (compacted ones included)."""
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(sink_path.rstrip("/") + "/_spark_metadata")
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path):
-        return []
-    names = [status.getPath().getName() for status in fs.listStatus(path)]
-    return sorted(int(n.split(".")[0]) for n in names if n.split(".")[0].isdigit())
 
 
 def _commits(cfg: JobConfig) -> int:
@@ -145,7 +135,8 @@ def reproduce_metadata_trap(
     shutil.copytree(backup, cfg.checkpoint)
     progress(f"[trap] damage: checkpoint restored to batch {restored_from}; the sink's log still ends at batch {log_latest}")
     uncapped = replace(cfg, max_offsets_per_trigger=None)
-    queries = pipeline.start(spark, uncapped, bootstrap=bootstrap)
+    # `job run` refuses a sink log ahead of its checkpoint (pipeline.sink_ahead); this drill walks into the trap on purpose
+    queries = pipeline.start(spark, uncapped, bootstrap=bootstrap, allow_sink_ahead=True)
     pipeline.drain(queries, bootstrap=bootstrap, topic_prefix=prefix, progress=progress)
     third = _progress_frame(queries[0], "3 restored", log_latest)
     batches = pd.concat([first, second, third], ignore_index=True)

@@ -243,6 +243,10 @@ def data_loss_error(query: str, text: str) -> DataLossError | None:
     return DataLossError(query, reason=reason, detail=detail, topic=topic, partition=int(part), lost=lost)
 
 
+#: Spark's error when a state store version cannot be loaded, and the file it could not read.
+_STATE_STORE = re.compile(r"CANNOT_LOAD_STATE_STORE(?:\.\w+)?.*?(?P<file>\S*state/\S+?)(?: does not exist|[\s,;]|$)", re.S)
+
+
 def query_error(query: str, exc: BaseException, *, log: object = None) -> JobError:
     """The error a user can act on for a streaming query that died with ``exc``.
 
@@ -262,10 +266,34 @@ def query_error(query: str, exc: BaseException, *, log: object = None) -> JobErr
             session=match["session"], topic=match["topic"], partition=int(match["partition"]),
             offset=int(match["offset"]), problem="remote", detail=match["detail"],
         )  # fmt: skip
+    if (state := _STATE_STORE.search(text)) is not None:
+        return QueryFailedError(
+            query, f"failed with CANNOT_LOAD_STATE_STORE: the checkpoint's session state lacks a file ({state['file']})",
+            "the checkpoint does not hold the state its offsets say it has (batches the file sink skipped write "
+            "no state: the metadata trap; or the checkpoint was restored in part), so running again fails the same way; "
+            "repair it: python -m job repair --checkpoint <the job's checkpoint> --apply (job/ops/repair.py)",
+        )  # fmt: skip
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     cause = next((line for line in reversed(lines) if re.match(r"^[\w.]*(Error|Exception)\b", line)), lines[0] if lines else repr(exc))
     where = f"the driver log {log}" if log else "the driver log"
     return QueryFailedError(query, f"failed with {cause[:500]}", f"{where} has the full trace; fix the cause and run again (the checkpoint resumes)")
+
+
+class SinkAheadError(JobError):
+    """The output's sink log holds batches the checkpoint never planned: the metadata trap.
+
+    The file sink skips every batch whose id its ``_spark_metadata`` log already has, so a job
+    started there would read, apply and commit those batches and write none of them
+    (job/ops/repair.py; chapter 08)."""
+
+    def __init__(self, sink: str, checkpoint: str, log: tuple[int, int], planned: int | None, fix: str) -> None:
+        self.sink, self.checkpoint, self.log, self.planned = sink, checkpoint, log, planned
+        mine = f"batches 0..{planned}" if planned is not None else "no batch"
+        super().__init__(
+            f"the metadata trap: the output's sink log {sink.rstrip('/')}/_spark_metadata has batches {log[0]}..{log[1]}, "
+            f"but checkpoint {checkpoint} has {mine}; the sink would skip the restarted job's batches up to {log[1]} "
+            f"and lose their rows without an error. {fix}"
+        )
 
 
 class RepairError(JobError):

@@ -68,6 +68,7 @@ from producers.contract import Kind, Message, Row, decode
 from producers.errors import CONTRACT_REASONS, ContractError, ContractReason
 
 __all__ = [
+    "DEFAULT_POLICY",
     "DEFAULT_WINDOW",
     "POLICIES",
     "check_policy",
@@ -90,6 +91,9 @@ __all__ = [
 
 Policy = Literal["strict", "resync", "window", "none"]
 POLICIES: tuple[Policy, ...] = get_args(Policy)
+#: The policy the job, the baseline, the tools and the verifier use when none is named: a gap
+#: quarantines the session until its next snapshot (the README's Integrity policies).
+DEFAULT_POLICY: Policy = "resync"
 
 
 def check_policy(policy: str) -> Policy:

@@ -62,6 +62,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from job.engine.errors import JobError
+from job.engine.session import DEFAULT_POLICY, DEFAULT_WINDOW
 from job.spark import lake
 
 __all__ = [
@@ -407,8 +408,8 @@ def backfill(
     end: Bound,
     version: str | None = None,
     raw_path: str | None = None,
-    policy: str = "resync",
-    window: int = 8,
+    policy: str = DEFAULT_POLICY,
+    window: int = DEFAULT_WINDOW,
     job_version: str = CURRENT_JOB_VERSION,
     overwrite: bool = False,
 ) -> BackfillResult:
@@ -590,8 +591,8 @@ def reprocess(
     ledger: str,
     version: str,
     job_version: str = CURRENT_JOB_VERSION,
-    policy: str = "resync",
-    window: int = 8,
+    policy: str = DEFAULT_POLICY,
+    window: int = DEFAULT_WINDOW,
     raw_path: str | None = None,
     overwrite: bool = False,
 ) -> ReprocessResult:
@@ -659,11 +660,14 @@ def run_cli(args, settings) -> int:
     from job.verify.lake_check import verify_archive, verify_lake
     from sandbox.spark import spark_session
 
-    lake_root = (args.lake or f"s3a://{settings.bucket}/job").rstrip("/")
+    from job.spark.saved import from_args
+
+    run = from_args(args, settings, ("output", "policy", "window"))
+    lake_root = run.output.rstrip("/")
     spark = spark_session(settings, "backfill")
     result = backfill(
         spark, lake_root=lake_root, start=start, end=end, version=args.version, raw_path=args.raw,
-        policy=args.policy, window=args.window, job_version=args.job_version, overwrite=args.overwrite,
+        policy=run.policy, window=run.window, job_version=args.job_version, overwrite=args.overwrite,
     )  # fmt: skip
     print(result.summary())
     target = result.root
@@ -675,7 +679,7 @@ def run_cli(args, settings) -> int:
     if not args.ledger:
         print(f"readers still see {current_path(spark, lake_root)}; verify with --ledger, then --switch", file=sys.stderr)
         return 0
-    report = verify_lake(settings, ledger=args.ledger, lake=target, policy=args.policy, spark=spark)
+    report = verify_lake(settings, ledger=args.ledger, lake=target, policy=run.policy, spark=spark)
     print(report.summary())
     archive = verify_archive(settings, ledger=args.ledger, lake=lake_root, raw_path=args.raw, spark=spark)
     print(archive.summary())

@@ -428,6 +428,44 @@ def unfinished_repair(checkpoint: Path) -> Path | None:
     return None
 
 
+def _committed(cfg) -> bool:
+    commits = cfg.checkpoint / "sessions" / "commits"
+    return commits.is_dir() and any(commits.glob("[0-9]*"))
+
+
+def _sink_log_listed(settings, output: str) -> bool:
+    """Whether the lake's file sink has a ``_spark_metadata`` log, asked of S3 without a Spark
+    application (a local lake: True, and Spark looks); False when S3 cannot be asked."""
+    from job.spark import lake
+    from sandbox.health import s3_client
+
+    if not output.startswith("s3a://"):
+        return True
+    bucket, _, prefix = output.removeprefix("s3a://").partition("/")
+    try:
+        client = s3_client(settings)
+        for folder in (lake.SINK_DIR, lake.LEGACY_SINK_DIR):
+            key = f"{prefix.rstrip('/')}/{folder}/_spark_metadata/".lstrip("/")
+            if client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("KeyCount"):
+                return True
+    except Exception:  # noqa: BLE001 - unreachable or no bucket: no log to repair from
+        return False
+    return False
+
+
+def lake_end_offsets(frames: Mapping[str, pd.DataFrame]) -> dict[Partition, int]:
+    """Per partition, one past the highest offset any output of the lake holds: where a job whose
+    checkpoint is gone had got to (the raw archive holds every record read, when there is one)."""
+    ends: dict[Partition, int] = {}
+    for frame in frames.values():
+        if frame is None or frame.empty:
+            continue
+        highest = frame.groupby(["topic", "partition"])["offset"].max()
+        for (t, p), o in highest.items():
+            ends[(str(t), int(p))] = max(ends.get((str(t), int(p)), 0), int(o) + 1)
+    return ends
+
+
 def require_checkpoint(cfg) -> Path:
     """The sessions query's checkpoint, or RepairError when it has no committed batch."""
     sessions_ckpt = cfg.checkpoint / "sessions"
@@ -445,8 +483,9 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     """
     from job.spark import lake
 
-    sessions_ckpt = require_checkpoint(cfg)
     sink = lake.find_sink(spark, cfg.output)
+    from_lake = not _committed(cfg) and bool(lake.sink_log_batches(spark, sink))
+    sessions_ckpt = cfg.checkpoint / "sessions" if from_lake else require_checkpoint(cfg)
     if not lake.held(spark, sink):
         raise RepairError(f"lake output {sink}", "does not exist",
                           "point --output at the lake root the job wrote (default s3a://<bucket>/job)")  # fmt: skip
@@ -454,14 +493,22 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     if running:
         raise RepairError(f"checkpoint {cfg.checkpoint}", "a query still runs on it: " + "; ".join(running),
                           "stop the job first (Ctrl-C, or kill its application in the Spark master UI), then repair")  # fmt: skip
-    ends = checkpoint_end_offsets(sessions_ckpt)
-    progress(f"[repair] step 1: rows carry topic/partition/offset; checkpoint read up to {sum(ends.values())} offsets in {len(ends)} partition(s)")
-    bootstrap = settings.endpoints().kafka_bootstrap
-    inputs = _read_inputs(spark, bootstrap, ends)
     frames = _read_lake(spark, sink, cfg.output if cfg.raw_archive else None)
+    bootstrap = settings.endpoints().kafka_bootstrap
     from job.spark.pipeline import source_end_offsets
 
     kafka = [(t, int(p)) for t, parts in source_end_offsets(bootstrap, cfg.topic_prefix).items() for p in parts]
+    if not from_lake:
+        ends = checkpoint_end_offsets(sessions_ckpt)
+        progress(f"[repair] step 1: rows carry topic/partition/offset; checkpoint read up to {sum(ends.values())} offsets in {len(ends)} partition(s)")
+    else:
+        # the checkpoint is gone while the sink keeps its log (the trap's other door): the lake says
+        # how far the job got, and every partition restarts, as no session state is left
+        ends = {**{where: 0 for where in kafka}, **lake_end_offsets(frames)}  # the Kafka source wants every partition
+        only = set(ends) if only is None else only
+        progress(f"[repair] step 1: no committed batch in {shown(cfg.checkpoint)}; the lake's records reach "
+                 f"{sum(ends.values())} offsets in {len(ends)} partition(s), and every one restarts")  # fmt: skip
+    inputs = _read_inputs(spark, bootstrap, ends)
     backup = cfg.checkpoint.parent / f"{cfg.checkpoint.name}.repair-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     plan = plan_repair(
         checkpoint=str(cfg.checkpoint), output=cfg.output, backup=str(backup), checkpoint_end=ends, inputs=inputs,
@@ -613,20 +660,19 @@ def run_cli(args, settings) -> int:
     """``python -m job repair``: print the plan; with ``--apply``, carry it out."""
     import sys
 
-    from job.spark.config import job_config
+    from job.spark.saved import from_args
     from sandbox.spark import spark_session
 
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     only = parse_partitions(args.partitions)
-    cfg = job_config(
-        settings, policy=args.policy, window=args.window, topic_prefix=args.topic_prefix, output=args.output,
-        checkpoint=args.checkpoint.resolve() if args.checkpoint else None, operator=args.operator,
-        raw_archive=not args.no_raw_archive,
-    )  # fmt: skip
+    checkpoint = args.checkpoint.resolve() if args.checkpoint else None
+    unfinished = unfinished_repair(checkpoint or settings.checkpoint_root / "job")
+    # step 5 moved the checkpoint, and its job.json, into the backup: read the run's settings there
+    kept_in = unfinished / "checkpoint" if unfinished is not None and (unfinished / "checkpoint").is_dir() else None
+    cfg = from_args(args, settings, kept_in=kept_in if kept_in and (kept_in / "job.json").exists() else None)
     started = time.monotonic()
-    unfinished = unfinished_repair(cfg.checkpoint)
-    if unfinished is None:
-        require_checkpoint(cfg)
+    if unfinished is None and not _committed(cfg) and not _sink_log_listed(settings, cfg.output):
+        require_checkpoint(cfg)  # no batch in the checkpoint, none in the lake: nothing to repair from
     spark = spark_session(settings, "job-repair")
     if unfinished is not None:
         plan = load_plan(unfinished)
@@ -643,6 +689,5 @@ def run_cli(args, settings) -> int:
         return 0
     folder = apply_repair(spark, settings, cfg, plan, progress=say)
     say(f"[repair] done in {time.monotonic() - started:.1f}s; backup in {shown(folder)}; "
-        f"continue with: python -m job run --policy {cfg.policy} --topic-prefix {cfg.topic_prefix} --output {cfg.output} "
-        f"--checkpoint {shown(cfg.checkpoint)}")  # fmt: skip
+        f"continue with: python -m job run --checkpoint {shown(cfg.checkpoint)} (its job.json holds the run's settings)")  # fmt: skip
     return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from job.engine.errors import ConfigError
-from job.engine.session import Policy, check_policy
+from job.engine.session import DEFAULT_POLICY, DEFAULT_WINDOW, Policy, check_policy
 from job.spark import lake
 from producers.contract import TOPIC_PREFIX
 
@@ -58,8 +58,8 @@ class JobConfig:
     output: str
     checkpoint: Path
     topic_prefix: str = TOPIC_PREFIX
-    policy: Policy = "resync"
-    window: int = 8
+    policy: Policy = DEFAULT_POLICY
+    window: int = DEFAULT_WINDOW
     starting_offsets: StartingOffsets | OffsetsJson = "earliest"
     session_cuts: SessionCuts = field(default_factory=dict)
     #: Records per micro-batch at most: a catch-up runs in batches this large. 100,000 was the
@@ -167,15 +167,19 @@ class JobConfig:
         return {"processingTime": self.trigger.strip()}
 
 
-def job_config(settings, **overrides) -> JobConfig:
-    """A JobConfig with the sandbox's defaults for output (``s3a://<bucket>/job``) and
-    checkpoint (``<checkpoint_root>/job``); ``overrides`` that are None keep the default."""
-    values = {
-        "output": f"s3a://{settings.bucket}/job",
-        "checkpoint": settings.checkpoint_root / "job",
-    }
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return JobConfig(**values)
+def default_output(settings) -> str:
+    """The sandbox's lake root, ``s3a://<bucket>/job``: the one spelling of it."""
+    return f"s3a://{settings.bucket}/job"
+
+
+def job_config(settings, *, output: str | None = None, checkpoint: Path | None = None, **overrides) -> JobConfig:
+    """A JobConfig with the sandbox's defaults for output (:func:`default_output`) and checkpoint
+    (``<checkpoint_root>/job``) where those are None; every other override is taken as given
+    (``max_offsets_per_trigger=None`` is no cap)."""
+    return JobConfig(output=output or default_output(settings),
+                     checkpoint=Path(checkpoint) if checkpoint else settings.checkpoint_root / "job", **overrides)  # fmt: skip
+
+
 def parse_offsets(text: str, *, field_name: str = "starting_offsets") -> dict[str, dict[str, int]]:
     """Parse and check explicit Kafka offsets ``{"topic": {"partition": offset}}``.
 

@@ -152,6 +152,15 @@ SINK_LOG_ENTRY_BYTES = 282
 SINK_LOG_WARN_FILES = 50_000
 
 
+def sink_log_batches(spark, sink: str) -> list[int]:
+    """The batch ids in a file sink's ``_spark_metadata`` log (compacted ones included), sorted."""
+    fs, hpath = _hadoop_path(spark, sink.rstrip("/") + "/_spark_metadata")
+    if not fs.exists(hpath):
+        return []
+    names = [status.getPath().getName().split(".")[0] for status in fs.listStatus(hpath)]
+    return sorted(int(n) for n in names if n.isdigit())
+
+
 def sink_log_compact(spark, sink: str) -> tuple[int, int] | None:
     """(batch, bytes) of the newest compact file in ``sink``'s ``_spark_metadata`` log, the
     list of every file the sink ever committed; None while the log has none (or no log)."""

@@ -374,21 +374,26 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str, source=None):
     )
 
 
-def state_partitions_warning(cfg: JobConfig) -> str | None:
-    """What to tell the user when the checkpoint keeps another state partition count than
-    ``cfg.state_partitions`` (Spark then silently keeps the checkpoint's), else None."""
-    from job.spark.checkpoints import kept_state_partitions
+def sink_ahead(spark, cfg: JobConfig, sink: str):
+    """The :class:`~job.engine.errors.SinkAheadError` for starting ``cfg`` on ``sink``, or None.
 
-    query = cfg.checkpoint / "sessions"
-    kept = kept_state_partitions(query) if (query / "offsets").is_dir() else None
-    if kept is None or kept == cfg.state_partitions:
+    The sink's log may hold one batch past the checkpoint's commits, a batch planned in
+    ``offsets/`` whose commit the job did not get to write: the restart runs it again and the
+    sink rightly skips it. A log past the last *planned* batch means the checkpoint is new,
+    deleted, or older than the output: the trap (job/ops/repair.py)."""
+    from job.engine.errors import SinkAheadError
+    from job.spark.checkpoints import log_state
+
+    log = lake.sink_log_batches(spark, sink)
+    planned = log_state(cfg.checkpoint / "sessions").last_planned
+    if not log or (planned is not None and log[-1] <= planned):
         return None
-    return (
-        f"checkpoint {query} was started with {kept} state partitions and keeps them: this run uses "
-        f"{kept}, not the {cfg.state_partitions} asked for. Only a new checkpoint changes the count: "
-        f"stop the job, then restart it on a new --checkpoint from the offsets the old one committed "
-        f"(the restart step of `python -m job repair`), or pass --state-partitions {kept} to silence this"
+    fix = (
+        f"Repair it (the output is cut back to each session's last snapshot and the job restarts from there): "
+        f"python -m job repair --checkpoint {cfg.checkpoint} --output {cfg.output} --apply; or start on a new lake "
+        f"(--output); --allow-sink-ahead runs into the trap on purpose (chapter 08)"
     )
+    return SinkAheadError(sink, str(cfg.checkpoint), (log[0], log[-1]), planned, fix)
 
 
 def archive_query_kept(cfg: JobConfig) -> bool:
@@ -398,7 +403,7 @@ def archive_query_kept(cfg: JobConfig) -> bool:
 
 
 def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = None,
-          partition_by: tuple[str, ...] | None = None) -> list:
+          partition_by: tuple[str, ...] | None = None, allow_sink_ahead: bool = False) -> list:
     """Start the sessions query (and, in an older job's checkpoint, the raw archive's own
     query) and return the StreamingQuery handles.
 
@@ -412,10 +417,21 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = N
     ``partition_by`` writes a new sink in another layout than :data:`lake.SINK_PARTITIONS`
     (``--layout-rounds`` of the bench compares them); None: the sink's own
     (:func:`lake.sink_partitions`).
+
+    Before the first batch it refuses a setting the checkpoint keeps for good
+    (:func:`job.spark.saved.check_fixed`) and an output whose sink log is ahead of the
+    checkpoint (:func:`sink_ahead`; ``allow_sink_ahead`` springs that trap on purpose), then
+    writes ``cfg`` beside the checkpoint (:mod:`job.spark.saved`).
     """
+    from job.spark import saved
+
+    saved.check_fixed(cfg)
+    sink = lake.find_sink(spark, cfg.output)  # a lake from before `out` keeps its folder
+    if not allow_sink_ahead and (trap := sink_ahead(spark, cfg, sink)) is not None:
+        raise trap
     if raw_in_sink is None:
         raw_in_sink = not archive_query_kept(cfg)
-    # read by a new checkpoint only; an existing one keeps its own (state_partitions_warning)
+    # read by a new checkpoint only; an existing one keeps its own (saved.check_fixed refuses another)
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
     # read when a batch writes the sink (the query's session keeps what was set at its start)
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(cfg.sink_writers))
@@ -425,12 +441,12 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = N
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     )
     cfg.checkpoint.mkdir(parents=True, exist_ok=True)
+    saved.save(cfg)  # every tool that acts on this run reads it (docs/job-config.md)
     queries = []
     source = session_input(spark, cfg, bootstrap)
     out = sessions_stream(spark, cfg, bootstrap, source)
     if cfg.raw_archive and raw_in_sink:  # one Kafka read, one trigger and one commit for all four outputs
         out = out.unionByName(raw_rows(source))  # every record: the session cuts filter only the operator's input
-    sink = lake.find_sink(spark, cfg.output)  # a lake from before `out` keeps its folder
     sessions = (
         out.writeStream.format("parquet")
         .option("path", sink)

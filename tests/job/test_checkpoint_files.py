@@ -66,15 +66,18 @@ def test_the_state_partitions_a_checkpoint_keeps_come_from_its_latest_offsets_en
     assert checkpoints.kept_state_partitions(tmp_path / "fresh") is None
 
 
-def test_job_run_warns_when_the_checkpoint_keeps_another_state_partition_count(checkpoint):
+def test_a_run_that_asks_for_other_state_partitions_than_an_old_checkpoint_keeps_is_refused(checkpoint):
+    """A checkpoint from before job.json: its offsets log is what says what it keeps."""
+    from job.spark import saved
     from job.spark.config import JobConfig
-    from job.spark.pipeline import state_partitions_warning
 
     def config(n: int) -> JobConfig:
         return JobConfig(output="s3a://lake/job", checkpoint=checkpoint.parent, state_partitions=n)
 
-    assert state_partitions_warning(config(2)) is None
-    warning = state_partitions_warning(config(8))
-    assert warning is not None and "started with 2 state partitions" in warning and "not the 8" in warning
-    assert "--state-partitions 2" in warning and "new --checkpoint" in warning
-    assert state_partitions_warning(JobConfig(output="s3a://lake/job", checkpoint=checkpoint.parent / "none")) is None
+    saved.check_fixed(config(2))
+    with pytest.raises(saved.FixedSettingError) as refused:
+        saved.check_fixed(config(8))
+    text = str(refused.value)
+    assert "state_partitions=2" in text and "asks for 8" in text and "Drop --state-partitions" in text
+    assert f"--checkpoint {checkpoint.parent}-new" in text and "--starting-offsets '{" in text
+    saved.check_fixed(JobConfig(output="s3a://lake/job", checkpoint=checkpoint.parent / "none", state_partitions=8))

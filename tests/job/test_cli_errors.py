@@ -112,3 +112,15 @@ def test_kafka_deleted_ranges_round_trip_and_a_bad_file_is_named_with_the_fix(tm
         load_deleted(tmp_path / "bad.json")
     done = _job("verify", "--ledger", str(tmp_path), "--kafka-deleted", str(tmp_path / "missing.json"))
     assert done.returncode == 2 and "--kafka-deleted" in _one_paragraph(done.stderr) and "no such file" in done.stderr
+
+
+def test_a_state_store_that_cannot_load_says_it_is_the_checkpoint_and_names_the_repair():
+    text = ("org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE] An error occurred "
+            "during loading state. Error reading streaming state file of file:/tmp/ckpt/sessions/state/0/3/1.changelog "
+            "does not exist. If the stream job is restarted with a new or altered state operation, please create a new "
+            "checkpoint location or clear the existing checkpoint location. SQLSTATE: 58030")  # fmt: skip
+    error = str(query_error("ordered-sessions-sessions", Exception(text)))
+    assert "CANNOT_LOAD_STATE_STORE" in error and "state/0/3/1.changelog" in error, error
+    assert "python -m job repair" in error and "run again (the checkpoint resumes)" not in error, error
+    other = str(query_error("q", Exception("java.lang.IllegalStateException: boom")))
+    assert "python -m job repair" not in other and "run again" in other
