@@ -1,0 +1,42 @@
+"""Reference answers to the chapters' "Your turn" tasks (job/drills/exercises.py checks them).
+
+Not part of the book: a learner who wants the answer reads it here; tests/job/test_exercises.py
+feeds each one to its check, which must call it right."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+
+def ch02(depth: int = 3) -> tuple[str, int]:
+    """Hold late messages for as many places as they can be late; a loss then overflows the window."""
+    return ("window", depth)
+
+
+def ch03(offsets: Iterable[int], commits: Iterable[int]) -> int:
+    """The first batch with offsets/<n> and no commits/<n>."""
+    done = set(commits)
+    return min(b for b in offsets if b not in done)
+
+
+def ch05(*, trigger_s: float, input_rate: float, outage_s: float, within_s: float) -> int:
+    """Throughput needed = input + backlog / time allowed; a cap of that many records per trigger."""
+    return math.ceil((input_rate + input_rate * outage_s / within_s) * trigger_s)
+
+
+def ch07(*, outage_h: float, input_rate: float, throughput: float) -> float:
+    """Backlog / (throughput - input rate), in hours."""
+    return outage_h * input_rate / (throughput - input_rate)
+
+
+def ch10(recovery_times_s: Sequence[float]) -> float:
+    """Longer than the longest recovery, with room to spare."""
+    return 1.5 * max(recovery_times_s)
+
+
+def ch06(table) -> str:
+    """Of the policies that run to the end, lose nothing and apply no bad record, the one that
+    sets the fewest records aside (``table``: job.drills.exercises._policy_table)."""
+    fit = table[~table.stopped & (table.lost == 0) & (table["bad applied"] == 0)]
+    return str(fit["set aside"].idxmin())

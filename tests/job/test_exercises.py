@@ -1,0 +1,102 @@
+"""The "Your turn" checks (job/drills/exercises.py): unanswered they state the task, the reference
+answer (notebooks/solutions/answers.py) is called right, and each plausible wrong answer is
+called wrong with the hint a learner needs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from job.drills import exercises
+
+_spec = importlib.util.spec_from_file_location("answers", Path(__file__).resolve().parents[2] / "notebooks/solutions/answers.py")
+answers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(answers)  # type: ignore[union-attr]
+
+CAP = {"trigger_s": 2.0, "input_rate": 1000.0, "outage_s": 4 * 3600.0, "within_s": 3600.0}
+WEEKEND = {"outage_h": 62.0, "input_rate": 350.0, "throughput": 480.0}
+KILL = {"offsets": [0, 1, 2, 3, 4, 5], "commits": [0, 1, 2, 3, 4]}
+
+
+@pytest.mark.parametrize("check", [
+    lambda a: exercises.reorder_policy(a), lambda a: exercises.replayed_batch(a, **KILL),
+    lambda a: exercises.catch_up_cap(a, **CAP), lambda a: exercises.catch_up_hours(a, **WEEKEND),
+    lambda a: exercises.failure_spacing(a, recovery_times_s=[16.0, 22.0]),
+    lambda a: exercises.policy_for(a, frame=None, reports={}, errors={}),
+])  # fmt: skip
+def test_unanswered_a_check_states_the_task_and_does_not_fail(check):
+    verdict = check(None)
+    assert verdict.ok is None and repr(verdict).startswith("Your turn: ") and "Set `answer`" in repr(verdict)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5])
+def test_ch02_the_reference_policy_is_right_and_the_others_say_what_they_lose(depth):
+    assert exercises.reorder_policy(answers.ch02(depth), depth=depth).ok
+    wrong = {
+        ("strict", 8): "strict stopped the job", ("resync", 8): "takes a late message for a lost one",
+        ("none", 8): "never noticed that message 45 was lost", ("window", depth - 1): f"does not fit a window of {depth - 1}",
+        ("often", 8): "is not a policy",
+    }  # fmt: skip
+    for answer, said in wrong.items():
+        verdict = exercises.reorder_policy(answer, depth=depth)
+        assert verdict.ok is False and said in verdict.message, (answer, verdict)
+    assert exercises.reorder_policy("window").ok is False
+
+
+def test_ch03_the_pending_batch_is_right_a_committed_or_the_next_one_is_not():
+    assert exercises.replayed_batch(answers.ch03(**KILL), **KILL).ok
+    assert "never runs again" in exercises.replayed_batch(4, **KILL).message
+    assert "first new batch" in exercises.replayed_batch(6, **KILL).message
+    assert exercises.replayed_batch(6, offsets=[0, 1, 2], commits=[0, 1, 2]).ok is False  # nothing pending: batch 3 is next
+    assert exercises.replayed_batch(3, offsets=[0, 1, 2], commits=[0, 1, 2]).ok
+
+
+def test_ch05_the_smallest_cap_is_right_too_small_or_too_large_is_not():
+    cap = answers.ch05(**CAP)
+    assert cap == 10_000 and exercises.catch_up_cap(cap, **CAP).ok
+    short = exercises.catch_up_cap(cap - 1_000, **CAP)
+    assert short.ok is False and "catches up in 1.14 h" in short.message and "solve for the throughput" in short.message
+    assert "never" in exercises.catch_up_cap(2_000, **CAP).message  # 1,000 records/s: no faster than the input
+    assert "larger than the 10,000" in exercises.catch_up_cap(30_000, **CAP).message
+    assert "positive whole number" in exercises.catch_up_cap(0, **CAP).message and exercises.catch_up_cap(0, **CAP).ok is False
+
+
+def test_ch07_the_catch_up_time_is_right_forgetting_the_input_is_named():
+    assert exercises.catch_up_hours(answers.ch07(**WEEKEND), **WEEKEND).ok
+    naive = WEEKEND["outage_h"] * WEEKEND["input_rate"] / WEEKEND["throughput"]
+    assert "forgets that the input keeps arriving" in exercises.catch_up_hours(naive, **WEEKEND).message
+    assert "off by more than a tenth" in exercises.catch_up_hours(5, **WEEKEND).message
+    slow = {**WEEKEND, "throughput": 300.0}
+    assert exercises.catch_up_hours(float("inf"), **slow).ok and exercises.catch_up_hours(40, **slow).ok is False
+
+
+def test_ch10_a_spacing_longer_than_every_recovery_is_right():
+    times = [16.0, 22.0]
+    assert exercises.failure_spacing(answers.ch10(times), recovery_times_s=times).ok
+    assert "lands before it ends" in exercises.failure_spacing(20, recovery_times_s=times).message
+    assert exercises.failure_spacing(30, recovery_times_s=[]).ok is False
+
+
+def test_ch06_the_matrix_s_choice_is_right_and_each_other_policy_is_told_its_failing():
+    import pandas as pd
+
+    from producers.faults import FAULTS
+
+    bad = next(f for f in FAULTS if FAULTS[f].info.bad_record)
+    rows = [("strict", "reorder", 0, 0), ("resync", "reorder", 0, 40), ("window", "reorder", 0, 6), ("none", bad, 3, 0),
+            ("resync", bad, 0, 5), ("window", bad, 0, 5)]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["policy", "fault", "applied", "quarantined"])
+    reports = {p: type("R", (), {"lost": 0})() for p in ("strict", "resync", "window", "none")}
+    errors = {"strict": "policy strict stops here", "resync": None, "window": None, "none": None}
+    table = exercises._policy_table(frame, reports, errors)
+    best = answers.ch06(table)
+    assert best == "window" and exercises.policy_for(best, frame=frame, reports=reports, errors=errors).ok
+    said = {"strict": "stopped at the first fault", "none": "applied 3 bad records", "resync": "where window set aside 11",
+            "often": "was not in this run's matrix"}  # fmt: skip
+    for answer, text in said.items():
+        verdict = exercises.policy_for(answer, frame=frame, reports=reports, errors=errors)
+        assert verdict.ok is False and text in verdict.message, (answer, verdict)
+    lossy = {**reports, "window": type("R", (), {"lost": 2})()}
+    assert "lost 2 delivered records" in exercises.policy_for("window", frame=frame, reports=lossy, errors=errors).message
