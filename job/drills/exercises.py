@@ -17,7 +17,17 @@ from dataclasses import dataclass
 
 from job.drills.backlog import catch_up_time_s
 
-__all__ = ["Verdict", "catch_up_cap", "catch_up_hours", "failure_spacing", "policy_for", "reorder_policy", "replayed_batch"]
+__all__ = [
+    "Verdict",
+    "catch_up_cap",
+    "catch_up_hours",
+    "failure_spacing",
+    "fault_behaviour",
+    "policy_for",
+    "reorder_policy",
+    "replayed_batch",
+    "unappliable_records",
+]
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,64 @@ class Verdict:
 
 def _task(text: str) -> Verdict:
     return Verdict(None, text + " Set `answer` and run the cell again.")
+
+
+# --- 01: what the ledger says the job can never apply --------------------------------------------
+
+
+def unappliable_records(answer: int | None, *, ledger) -> Verdict:
+    """Chapter 01: records that reached Kafka but that no policy can apply (the registry's
+    ``bad_record`` faults, delivered), counted from the producers' ledger."""
+    from producers.faults import FAULTS
+
+    if answer is None:
+        return _task("count, from this run's `ledger`, the records that reached Kafka but that no job can ever apply to a "
+                     "table: the ledger's `outcome` says whether Kafka has a record, its `fault` what was done to it, and "
+                     "`producers.faults.FAULTS[name].info.bad_record` which faults leave a record no parser accepts.")  # fmt: skip
+    bad = [name for name, cls in FAULTS.items() if cls.info.bad_record]
+    delivered = ledger["outcome"] == "ok"
+    faulted = ledger["fault"].notna() & (ledger["fault"] != "")
+    reference = int((delivered & ledger["fault"].isin(bad)).sum())
+    try:
+        value = int(answer)
+    except (TypeError, ValueError):
+        return Verdict(False, f"give a count of records; got {answer!r}")
+    if value == reference:
+        return Verdict(True, f"{reference}: delivered ({int(delivered.sum())} rows with outcome ok) and carrying a fault that "
+                             f"leaves a bad record ({', '.join(sorted(set(ledger.loc[delivered, 'fault']) & set(bad)))}).")  # fmt: skip
+    if value == int((ledger["fault"].isin(bad)).sum()) and value != reference:
+        return Verdict(False, f"{value} counts bad records that never reached Kafka too: keep the rows whose outcome is ok.")
+    if value == int((delivered & faulted).sum()):
+        return Verdict(False, f"{value} counts every delivered record with a fault; a duplicate or a reordered record is a "
+                              f"good record the job can apply: keep the faults whose info.bad_record is true.")  # fmt: skip
+    return Verdict(False, f"{value} is not it. Hint: rows with outcome 'ok' whose fault is one of {', '.join(bad)}.")
+
+
+# --- 04: which faults the job works through ------------------------------------------------------
+
+
+def fault_behaviour(answer: Mapping[str, str] | None, *, outcomes: Sequence) -> Verdict:
+    """Chapter 04: for each fault of the drill, did the job keep going, wait, or fail and restart?
+    Judged against what this run's job did (:class:`job.drills.environment.FaultOutcome`)."""
+    if answer is None:
+        return _task("for each fault of the drill, say what the job does while it lasts: 'kept going', 'waited', or "
+                     "'failed, restarted from the checkpoint'. answer = {'worker-kill': ..., 'broker-kill': ..., ...}; "
+                     "reason from what each fault takes away, then check against this run.")  # fmt: skip
+    if not isinstance(answer, Mapping):
+        return Verdict(False, f"give a dict of fault -> behaviour; got {answer!r}")
+    ran = {o.kind: o for o in outcomes}
+    missing = sorted(set(ran) - set(answer))
+    if missing:
+        return Verdict(False, f"say something for every fault of the drill; missing: {', '.join(missing)}")
+    wrong = []
+    for kind, o in ran.items():
+        if str(answer[kind]).strip().lower() != o.behaviour:
+            evidence = (f"{o.batches_during} batch(es) with input began and committed while it lasted"
+                        if o.behaviour != "failed, restarted from the checkpoint" else "its driver process died")  # fmt: skip
+            wrong.append(f"{kind}: the job {o.behaviour} ({evidence}), not {answer[kind]!r}")
+    if wrong:
+        return Verdict(False, "; ".join(wrong) + ". Hint: which service does each batch need to read, run and commit?")
+    return Verdict(True, "every behaviour as this run showed it: " + ", ".join(f"{k} {o.behaviour}" for k, o in ran.items()) + ".")
 
 
 # --- 02: the integrity policy for a reordering network ----------------------------------------
@@ -255,7 +323,7 @@ def failure_spacing(answer: float | None, *, recovery_times_s: Sequence[float]) 
     before the next failure."""
     if answer is None:
         return _task("choose the spacing between failures, in seconds, at which every recovery this run measured would end "
-                     "before the next failure. Use the recovery times of the table in section 3.")  # fmt: skip
+                     "before the next failure. Use the recovery times of the table in section 4.")  # fmt: skip
     times = [float(t) for t in recovery_times_s if t is not None]
     if not times:
         return Verdict(False, "this run measured no recovery time; run the benchmark's cell first")

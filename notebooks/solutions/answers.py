@@ -40,3 +40,17 @@ def ch06(table) -> str:
     sets the fewest records aside (``table``: job.drills.exercises._policy_table)."""
     fit = table[~table.stopped & (table.lost == 0) & (table["bad applied"] == 0)]
     return str(fit["set aside"].idxmin())
+
+
+def ch01(ledger) -> int:
+    """Delivered (outcome ok) and carrying a fault that leaves a bad record."""
+    from producers.faults import FAULTS
+
+    bad = [name for name, cls in FAULTS.items() if cls.info.bad_record]
+    return int(((ledger["outcome"] == "ok") & ledger["fault"].isin(bad)).sum())
+
+
+#: Chapter 04: a worker or the master can go (the application keeps executors, or needs no master);
+#: Kafka and the object store are in every batch's path; the driver is the application.
+CH04 = {"worker-kill": "kept going", "broker-kill": "waited", "minio-pause": "waited", "master-kill": "kept going",
+        "driver-kill": "failed, restarted from the checkpoint"}  # fmt: skip

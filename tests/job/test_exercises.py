@@ -100,3 +100,30 @@ def test_ch06_the_matrix_s_choice_is_right_and_each_other_policy_is_told_its_fai
         assert verdict.ok is False and text in verdict.message, (answer, verdict)
     lossy = {**reports, "window": type("R", (), {"lost": 2})()}
     assert "lost 2 delivered records" in exercises.policy_for("window", frame=frame, reports=lossy, errors=errors).message
+
+
+def test_ch01_delivered_bad_records_are_right_undelivered_or_good_faulted_ones_are_named():
+    import pandas as pd
+
+    from producers.faults import FAULTS
+
+    bad = next(f for f in FAULTS if FAULTS[f].info.bad_record)
+    good = next(f for f in FAULTS if not FAULTS[f].info.bad_record and f != "drop")
+    ledger = pd.DataFrame({"outcome": ["ok", "ok", "dropped", "ok", "ok"], "fault": [bad, bad, bad, good, None]})
+    assert answers.ch01(ledger) == 2 and exercises.unappliable_records(2, ledger=ledger).ok
+    assert "never reached Kafka" in exercises.unappliable_records(3, ledger=ledger).message
+    all_delivered = ledger.assign(outcome=["ok"] * 5, fault=[bad, bad, None, good, None])
+    assert "a good record the job can apply" in exercises.unappliable_records(3, ledger=all_delivered).message
+    assert exercises.unappliable_records("two", ledger=ledger).ok is False
+    assert exercises.unappliable_records(None, ledger=ledger).ok is None
+
+
+def test_ch04_the_run_s_behaviours_are_right_and_a_wrong_one_shows_the_run_s_evidence():
+    from types import SimpleNamespace as ns
+
+    outcomes = [ns(kind=k, behaviour=b, batches_during=3 if b == "kept going" else 0) for k, b in answers.CH04.items()]
+    assert exercises.fault_behaviour(dict(answers.CH04), outcomes=outcomes).ok
+    guess = {**answers.CH04, "master-kill": "waited"}
+    verdict = exercises.fault_behaviour(guess, outcomes=outcomes)
+    assert verdict.ok is False and "master-kill: the job kept going (3 batch(es) with input" in verdict.message
+    assert "missing: broker-kill" in exercises.fault_behaviour({"worker-kill": "kept going"}, outcomes=outcomes).message
