@@ -23,6 +23,7 @@ __all__ = [
     "catch_up_hours",
     "failure_spacing",
     "fault_behaviour",
+    "lost_checkpoint_command",
     "policy_for",
     "reorder_policy",
     "replayed_batch",
@@ -313,6 +314,48 @@ def catch_up_hours(answer: float | None, *, outage_h: float, input_rate: float, 
         return Verdict(False, f"{value:g} h forgets that the input keeps arriving while the job catches up: only "
                               f"throughput - input rate works the backlog off.")  # fmt: skip
     return Verdict(False, f"{value:g} h is off by more than a tenth. Hint: backlog / (throughput - input rate).")
+
+
+# --- 08: what to run when the checkpoint is gone -------------------------------------------------
+
+
+def lost_checkpoint_command(answer: str | None) -> Verdict:
+    """Chapter 08: the command that gets a job going again, losing no row, after its checkpoint's
+    disk was lost while the lake kept its sink log. Parsed with the job's own command line."""
+    import contextlib
+    import io
+    import shlex
+
+    from job.cli import _parser
+
+    if answer is None:
+        return _task("a teammate's disk died and took the job's checkpoint with it; the lake on MinIO is intact, sink log "
+                     "and all. Write the one command (python -m job ...) that gets the job going again on the same lake "
+                     "without losing a row.")  # fmt: skip
+    words = shlex.split(str(answer))
+    if words[:3] == ["python", "-m", "job"]:
+        words = words[3:]
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            args = _parser().parse_args(words)
+    except SystemExit:
+        return Verdict(False, f"the job's command line does not take that: {said.getvalue().strip().splitlines()[-1]}")
+    if args.command == "run":
+        if getattr(args, "allow_sink_ahead", False):
+            return Verdict(False, "--allow-sink-ahead walks into the trap: the new checkpoint's batches reuse ids the sink's "
+                                  "log holds, and their rows are thrown away (section 1).")  # fmt: skip
+        if hasattr(args, "output"):
+            return Verdict(False, "a new lake starts clean, but readers of the old one lose its history and the sessions "
+                                  "in it; the repair keeps the lake.")  # fmt: skip
+        return Verdict(False, "job run refuses to start there: the sink's log is ahead of the (empty) checkpoint, the "
+                              "trap (the guard of section 1). What plans from the lake instead?")  # fmt: skip
+    if args.command != "repair":
+        return Verdict(False, f"`job {args.command}` does not restart the job. Which command cuts the lake and restarts it?")
+    if not args.apply:
+        return Verdict(False, "that prints the plan and changes nothing (a dry run); add the flag that carries it out.")
+    return Verdict(True, "job repair plans from the lake when the checkpoint has no batch (how far the job got, per "
+                         "partition), cuts each session back to its last complete snapshot and restarts the job from "
+                         "there, with the run's settings.")  # fmt: skip
 
 
 # --- 10: a failure spacing every recovery fits in ------------------------------------------------

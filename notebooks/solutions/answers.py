@@ -54,3 +54,7 @@ def ch01(ledger) -> int:
 #: Kafka and the object store are in every batch's path; the driver is the application.
 CH04 = {"worker-kill": "kept going", "broker-kill": "waited", "minio-pause": "waited", "master-kill": "kept going",
         "driver-kill": "failed, restarted from the checkpoint"}  # fmt: skip
+
+
+#: Chapter 08: the repair plans from the lake when the checkpoint is gone.
+CH08 = "python -m job repair --checkpoint <checkpoint> --output <lake> --apply"

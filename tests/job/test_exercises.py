@@ -127,3 +127,19 @@ def test_ch04_the_run_s_behaviours_are_right_and_a_wrong_one_shows_the_run_s_evi
     verdict = exercises.fault_behaviour(guess, outcomes=outcomes)
     assert verdict.ok is False and "master-kill: the job kept going (3 batch(es) with input" in verdict.message
     assert "missing: broker-kill" in exercises.fault_behaviour({"worker-kill": "kept going"}, outcomes=outcomes).message
+
+
+def test_ch08_the_repair_is_right_and_each_way_into_the_trap_is_named():
+    assert exercises.lost_checkpoint_command(answers.CH08).ok
+    said = {
+        "python -m job run --checkpoint /c": "refuses to start there",
+        "python -m job run --allow-sink-ahead": "walks into the trap",
+        "python -m job run --output s3a://lake/new": "readers of the old one lose",
+        "python -m job repair --checkpoint /c": "a dry run",
+        "python -m job verify --ledger l": "does not restart the job",
+        "python -m job rerun": "does not take that",
+    }
+    for answer, text in said.items():
+        verdict = exercises.lost_checkpoint_command(answer)
+        assert verdict.ok is False and text in verdict.message, (answer, verdict)
+    assert exercises.lost_checkpoint_command(None).ok is None
