@@ -55,4 +55,7 @@ def test_bootstrap_images_and_ci_install_through_the_lock():
     assert "constraints.txt" in dockerfile and re.search(r"pip install[^\n]*-c[ =]?\S*constraints\.txt", dockerfile), (
         "docker/Dockerfile must install Python packages with -c constraints.txt"
     )
-    assert "bootstrap" in (ROOT / "Makefile").read_text()  # CI runs `make test`, which bootstraps
+    # CI runs `make test` and a user `make demo`: both must depend on the bootstrap that installs through the lock
+    targets = {m[1]: m[2].split() for m in re.finditer(r"^([\w-]+):([^\n=]*)$", (ROOT / "Makefile").read_text(), re.M)}
+    assert {"test", "demo", "test-quick"} <= set(targets), sorted(targets)
+    assert all("bootstrap" in targets[t] for t in ("test", "demo", "test-quick")), {t: targets[t] for t in ("test", "demo")}

@@ -48,13 +48,15 @@ def test_up_twice_is_a_no_op(sandbox):
 def test_kill_worker_leaves_one_alive_and_restart_brings_back_two(sandbox):
     settings = sandbox.settings
     sandbox.kill("spark-worker-1")
-    wait_for(
-        lambda: len(alive_workers(spark_master_status(settings))) == 1,
-        timeout_s=60,
-        what="the master noticing the killed worker",
-    )
-    assert {s.name: s.state for s in sandbox.status()}["spark-worker-1"] == ServiceState.STOPPED
-    sandbox.restart("spark-worker-1")
+    try:
+        wait_for(
+            lambda: len(alive_workers(spark_master_status(settings))) == 1,
+            timeout_s=60,
+            what="the master noticing the killed worker",
+        )
+        assert {s.name: s.state for s in sandbox.status()}["spark-worker-1"] == ServiceState.STOPPED
+    finally:  # the sandbox is shared: a failure here must not leave the next tests one worker short
+        sandbox.restart("spark-worker-1")
     assert check_spark(settings).ok
     assert len(alive_workers(spark_master_status(settings))) == 2
 
@@ -76,8 +78,10 @@ def test_a_killed_master_takes_the_running_application_and_its_executors_back(sa
     assert spark.range(1000).count() == 1000
     before = executors()
     assert before
-    sandbox.kill("spark-master")
-    sandbox.restart("spark-master")  # returns once the master is ALIVE: its recovery is complete
+    try:
+        sandbox.kill("spark-master")
+    finally:  # the sandbox is shared: whatever the kill did, the master comes back
+        sandbox.restart("spark-master")  # returns once the master is ALIVE: its recovery is complete
     status = spark_master_status(sandbox.settings)
     assert sc.applicationId in [app["id"] for app in status["activeapps"]], status["activeapps"]
     assert len(alive_workers(status)) == 2
