@@ -24,6 +24,7 @@ __all__ = [
     "failure_spacing",
     "fault_behaviour",
     "lost_checkpoint_command",
+    "merge_rule",
     "policy_for",
     "reorder_policy",
     "replayed_batch",
@@ -356,6 +357,34 @@ def lost_checkpoint_command(answer: str | None) -> Verdict:
     return Verdict(True, "job repair plans from the lake when the checkpoint has no batch (how far the job got, per "
                          "partition), cuts each session back to its last complete snapshot and restarts the job from "
                          "there, with the run's settings.")  # fmt: skip
+
+
+# --- 09: which copy a merge keeps, and when not to merge -------------------------------------------
+
+
+def merge_rule(answer: tuple[str, str] | None) -> Verdict:
+    """Chapter 09: of two overlapping backfills, whose output a merge keeps for a record in the
+    overlap ('first' or 'second', by start); and how to repair a release whose session logic was
+    wrong ('merge' or 'reprocess'). The rule is :func:`job.ops.backfill.keep_first_source`'s."""
+    if answer is None:
+        return _task("section 3 backfilled two ranges that overlap, `first` (from the start) and `second` (from later); "
+                     "section 4 shipped a release with wrong session logic. answer = (whose rows the merge keeps for a "
+                     "record both wrote: 'first' or 'second', how to fix the bad release: 'merge' or 'reprocess').")  # fmt: skip
+    try:
+        kept, fix = (str(x).strip().lower() for x in answer)
+    except (TypeError, ValueError):
+        return Verdict(False, f"give a pair, e.g. ('second', 'merge'); got {answer!r}")
+    wrong = []
+    if kept != "first":
+        wrong.append("the merge keeps the source whose replay started earliest: it decided the record with the most "
+                     "history behind it, while the later range began from an empty state (or a warm-up) at its start")
+    if fix != "reprocess":
+        wrong.append("a merge fills holes and never rewrites what is there, so wrong rows from a bad release stay; the "
+                     "whole archive is replayed with the fixed version and readers are switched to it once it verifies")
+    if wrong:
+        return Verdict(False, "; ".join(wrong) + ".")
+    return Verdict(True, "the first range wins in the overlap (the most history behind each record), and a wrong release "
+                         "is replaced, not merged: reprocess, verify, switch.")  # fmt: skip
 
 
 # --- 10: a failure spacing every recovery fits in ------------------------------------------------

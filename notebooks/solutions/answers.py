@@ -58,3 +58,7 @@ CH04 = {"worker-kill": "kept going", "broker-kill": "waited", "minio-pause": "wa
 
 #: Chapter 08: the repair plans from the lake when the checkpoint is gone.
 CH08 = "python -m job repair --checkpoint <checkpoint> --output <lake> --apply"
+
+
+#: Chapter 09: the earliest replay wins a merge; a wrong release is reprocessed, not merged.
+CH09 = ("first", "reprocess")

@@ -143,3 +143,12 @@ def test_ch08_the_repair_is_right_and_each_way_into_the_trap_is_named():
         verdict = exercises.lost_checkpoint_command(answer)
         assert verdict.ok is False and text in verdict.message, (answer, verdict)
     assert exercises.lost_checkpoint_command(None).ok is None
+
+
+def test_ch09_the_merge_rule_and_the_reprocess_are_right_each_slip_is_explained():
+    assert exercises.merge_rule(answers.CH09).ok
+    assert "started earliest" in exercises.merge_rule(("second", "reprocess")).message
+    assert "never rewrites what is there" in exercises.merge_rule(("first", "merge")).message
+    both = exercises.merge_rule(("second", "merge"))
+    assert both.ok is False and "started earliest" in both.message and "never rewrites" in both.message
+    assert exercises.merge_rule("first").ok is False and exercises.merge_rule(None).ok is None
