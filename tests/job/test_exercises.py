@@ -137,7 +137,7 @@ def test_ch08_the_repair_is_right_and_each_way_into_the_trap_is_named():
         "python -m job run --output s3a://lake/new": "readers of the old one lose",
         "python -m job repair --checkpoint /c": "a dry run",
         "python -m job verify --ledger l": "does not restart the job",
-        "python -m job rerun": "does not take that",
+        "python -m job rerun": "takes one of run, watch",
     }
     for answer, text in said.items():
         verdict = exercises.lost_checkpoint_command(answer)
@@ -152,3 +152,12 @@ def test_ch09_the_merge_rule_and_the_reprocess_are_right_each_slip_is_explained(
     both = exercises.merge_rule(("second", "merge"))
     assert both.ok is False and "started earliest" in both.message and "never rewrites" in both.message
     assert exercises.merge_rule("first").ok is False and exercises.merge_rule(None).ok is None
+
+
+def test_the_ch08_check_knows_the_command_line_s_subcommands():
+    import argparse
+
+    from job.cli import _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(exercises._JOB_COMMANDS) == set(sub.choices)
