@@ -228,6 +228,15 @@ def _ch08_repair(tmp: Path) -> dict:
             "applied": proc(1, stderr="[repair] ..."), "after": report(ok=False, lost=4)}  # fmt: skip
 
 
+def _ch08_guard(tmp: Path) -> dict:
+    """The guard let a checkpoint behind the sink's log run: its next batch was committed, and the
+    error (had there been one) named a checkpoint as far as the log."""
+    commits = tmp / "again" / "sessions" / "commits"
+    commits.mkdir(parents=True, exist_ok=True)
+    (commits / "6").write_text("v1\n{}")
+    return {"refused": ns(planned=5, log=(0, 5)), "trap": ns(log_latest=5), "again": ns(checkpoint=tmp / "again")}
+
+
 def _ch09_backfill(_tmp: Path) -> dict:
     naive_rows = [("t", 0, 1, "a"), ("t", 0, 2, "a")]  # the two ranges met without overlap
     merged = spark_frame([("t", 0, 1, "a"), ("t", 0, 1, "a")])  # the merge kept a boundary row twice
@@ -376,6 +385,14 @@ BROKEN: dict[str, Callable[[Path], dict]] = {
     "07: skipped.returncode == 0 #2": _ch07_loss,
     "07: report.ok and report.lost == sum((d.count for d in found)) and losses.whole_again.all()": _ch07_loss,
     # 08: the metadata trap
+    "08: trap.restored_from < trap.log_latest": lambda _tmp: {"trap": ns(restored_from=5, log_latest=5)},
+    "08: len(trap.skipped) > 0": lambda _tmp: {"trap": ns(skipped=pd.DataFrame(), batches=pd.DataFrame({"batch": [0]}))},
+    "08: not before.ok": lambda _tmp: {"before": report(ok=True)},
+    "08: before.lost > 0": lambda _tmp: {"before": report(ok=False, lost=0)},
+    "08: damaged": lambda _tmp: {"damaged": set()},
+    "08: refused is not None": lambda _tmp: {"refused": None},
+    "08: refused.planned is not None and refused.planned < trap.log_latest <= refused.log[1]": _ch08_guard,
+    "08: not (again.checkpoint / 'sessions' / 'commits' / str(refused.planned + 1)).exists()": _ch08_guard,
     "08: dry.returncode == 0": _ch08_repair,
     "08: damaged == lost_where": _ch08_repair,
     "08: not bad": _ch08_repair,
