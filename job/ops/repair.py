@@ -63,7 +63,7 @@ from typing import Any
 import pandas as pd
 
 from job.engine.errors import RepairError
-from job.spark.checkpoints import checkpoint_end_offsets
+from job.spark.checkpoints import checkpoint_end_offsets, log_state
 from sandbox.settings import shown
 
 __all__ = [
@@ -429,8 +429,8 @@ def unfinished_repair(checkpoint: Path) -> Path | None:
 
 
 def _committed(cfg) -> bool:
-    commits = cfg.checkpoint / "sessions" / "commits"
-    return commits.is_dir() and any(commits.glob("[0-9]*"))
+    """Whether the sessions query's checkpoint has a committed batch."""
+    return log_state(cfg.checkpoint / "sessions").last_committed is not None
 
 
 def _sink_log_listed(settings, output: str) -> bool:
@@ -468,11 +468,10 @@ def lake_end_offsets(frames: Mapping[str, pd.DataFrame]) -> dict[Partition, int]
 
 def require_checkpoint(cfg) -> Path:
     """The sessions query's checkpoint, or RepairError when it has no committed batch."""
-    sessions_ckpt = cfg.checkpoint / "sessions"
-    if not (sessions_ckpt / "commits").is_dir() or not any((sessions_ckpt / "commits").glob("[0-9]*")):
+    if not _committed(cfg):
         raise RepairError(f"checkpoint {cfg.checkpoint}", "has no committed batch of the sessions query (sessions/commits)",
                           "point --checkpoint at the job's checkpoint (default <state>/checkpoints/job)")  # fmt: skip
-    return sessions_ckpt
+    return cfg.checkpoint / "sessions"
 
 
 def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progress: Callable[[str], None] = print) -> RepairPlan:
@@ -665,8 +664,9 @@ def run_cli(args, settings) -> int:
 
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     only = parse_partitions(args.partitions)
-    checkpoint = args.checkpoint.resolve() if args.checkpoint else None
-    unfinished = unfinished_repair(checkpoint or settings.checkpoint_root / "job")
+    from job.spark.config import job_config
+
+    unfinished = unfinished_repair(job_config(settings, checkpoint=args.checkpoint and args.checkpoint.resolve()).checkpoint)
     # step 5 moved the checkpoint, and its job.json, into the backup: read the run's settings there
     kept_in = unfinished / "checkpoint" if unfinished is not None and (unfinished / "checkpoint").is_dir() else None
     cfg = from_args(args, settings, kept_in=kept_in if kept_in and (kept_in / "job.json").exists() else None)
