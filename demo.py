@@ -144,7 +144,7 @@ def _demo_in_compose(settings: Settings, argv: list[str] | None) -> int:
     rc = sb.run_in("jupyter", ["python", "/opt/osl/demo.py", *(sys.argv[1:] if argv is None else argv)]).returncode
     e = settings.endpoints()
     print(
-        f"  the workbook         {e.jupyter}/lab?token=sandbox   {WORKBOOK}; attached to this stack\n"
+        f"  the workbook         {e.jupyter}/lab/tree/notebooks/00-tour.ipynb?token=sandbox   {WORKBOOK}; attached to this stack\n"
         f"  {BREAK_THINGS}\n"
         f"  logs                 docker compose -p {sb.project_name} logs SERVICE\n"
         f"  stop                 make down   (data kept in named volumes; `python -m sandbox reset --yes` deletes it)"

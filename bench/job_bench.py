@@ -55,9 +55,11 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
-os.environ.setdefault("OSL_PORT_OFFSET", "20000")
-os.environ.setdefault("OSL_BACKEND", "local")
+if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the bench's own sandbox
+    # (imported by a chapter, it uses the chapter's sandbox: the kernel's environment is left alone)
+    os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
+    os.environ.setdefault("OSL_PORT_OFFSET", "20000")
+    os.environ.setdefault("OSL_BACKEND", "local")
 
 from job.spark import lake  # noqa: E402  (after the sandbox variables above)
 from job.spark.config import OPERATORS  # noqa: E402

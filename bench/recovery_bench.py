@@ -60,9 +60,11 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
-os.environ.setdefault("OSL_PORT_OFFSET", "20000")
-os.environ.setdefault("OSL_BACKEND", "local")
+if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the bench's own sandbox
+    # (imported by a chapter, it uses the chapter's sandbox: the kernel's environment is left alone)
+    os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
+    os.environ.setdefault("OSL_PORT_OFFSET", "20000")
+    os.environ.setdefault("OSL_BACKEND", "local")
 
 from bench.job_bench import (  # noqa: E402
     job_config,
@@ -76,7 +78,7 @@ from bench.job_bench import (  # noqa: E402
 from job.drills.recovery import DetectorConfig, RecoveryReport, detect, detector_for  # noqa: E402
 from job.spark.config import trigger_ms  # noqa: E402
 from job.spark.query_progress import reached  # noqa: E402
-from sandbox.settings import shown  # noqa: E402
+from sandbox.settings import Ports, Settings, shown  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("job", "baseline")
@@ -288,8 +290,9 @@ class Supervised:
     """A worker subprocess in its own process group, started again whenever it dies
     unexpectedly; :meth:`kill` holds it down until :meth:`restart` (the operator's move)."""
 
-    def __init__(self, name: str, argv: list[str], log: Path, *, max_crashes: int = 3) -> None:
-        self.name, self.argv, self.log = name, argv, log
+    def __init__(self, name: str, argv: list[str], log: Path, *, max_crashes: int = 3,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+        self.name, self.argv, self.log, self.env = name, argv, log, env
         self.proc: subprocess.Popen | None = None
         self.held = False
         self.done = False
@@ -305,7 +308,7 @@ class Supervised:
         with self._lock:
             with self.log.open("ab") as out:
                 self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             start_new_session=True, cwd=ROOT)  # fmt: skip
+                                             start_new_session=True, cwd=ROOT, env=self.env)  # fmt: skip
         if not self._thread.is_alive():
             self._thread.start()
 
@@ -562,7 +565,10 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
                 "--measure", str(measure)]  # fmt: skip
     else:
         argv = [sys.executable, script, "baseline-worker", *common, "--visible", str(files["visible.csv"]), "--idle", str(idle_s)]
-    worker = Supervised(system, argv, files["worker.log"])
+    # the worker runs on the caller's sandbox, whatever the environment would default to
+    offset = settings.ports.kafka - Ports().kafka
+    env = {**os.environ, "OSL_STATE_DIR": str(settings.state_dir), "OSL_PORT_OFFSET": str(offset), "OSL_BACKEND": settings.backend}
+    worker = Supervised(system, argv, files["worker.log"], env=env)
     say(f"{system}: starting the worker (log {shown(files['worker.log'])})")
     worker.start()
     try:
@@ -816,18 +822,20 @@ def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: d
 
 
 def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: str = "1 second", seed: int = 21,
-          detector: DetectorConfig | None = None, idle_s: float | None = None, out: Path = RESULTS) -> dict:  # fmt: skip
+          detector: DetectorConfig | None = None, idle_s: float | None = None, out: Path = RESULTS,
+          settings: Settings | None = None) -> dict:  # fmt: skip
     """Run the schedule on each system, write the tables, plots and summary; return the summary
     (with ``reports``: the detector's :class:`~job.drills.recovery.RecoveryReport` per system and
-    ``tables``: the per-second tables)."""
+    ``tables``: the per-second tables). ``settings``: the sandbox to run on (a chapter passes its
+    own); by default the one the environment names."""
     from producers.run import new_run_id
-    from sandbox import Settings, open_sandbox
+    from sandbox import open_sandbox
 
     if schedule.load is not None and systems[0] != "job":
         raise SystemExit(f"a load of {schedule.load:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate")
-    settings = Settings.from_env()
+    settings = settings or Settings.from_env()
     sb = open_sandbox(settings)
-    say(f"sandbox: {shown(settings.state_dir)} (ports +{os.environ.get('OSL_PORT_OFFSET', 0)})")
+    say(f"sandbox: {shown(settings.state_dir)} (ports +{settings.ports.kafka - Ports().kafka})")
     sb.up()
     if schedule.target not in (*PROCESS_TARGETS, "spark-worker") and schedule.target not in sb.services():
         raise SystemExit(f"--target {schedule.target!r}: use driver, spark-worker (the busiest) or one of {', '.join(sb.services())}")

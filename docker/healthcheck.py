@@ -5,6 +5,7 @@
     python healthcheck.py spark-master [--port 8080] [--min-workers 1]
     python healthcheck.py spark-worker --port 8081
     python healthcheck.py jupyter [--port 8888]
+    python healthcheck.py faults [--port 8099]
 
 Exit 0 when healthy; otherwise exit 1 with one line saying why (Docker keeps it in
 ``docker inspect``'s health log, which ``docker compose ps`` summarises).
@@ -98,13 +99,19 @@ def jupyter(port: int) -> str:
     return f"Jupyter server {version}"
 
 
+def faults(port: int) -> str:
+    # /health pings the Docker engine through the socket the service holds
+    project = json.loads(_get(port, "/health")).get("project")
+    return f"fault service of compose project {project}, Docker engine answers"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("role", choices=["kafka", "minio", "spark-master", "spark-worker", "jupyter"])
+    parser.add_argument("role", choices=["kafka", "minio", "spark-master", "spark-worker", "jupyter", "faults"])
     parser.add_argument("--port", type=int)
     parser.add_argument("--min-workers", type=int, default=1)
     args = parser.parse_args(argv)
-    default_port = {"kafka": 19092, "minio": 9000, "spark-master": 8080, "spark-worker": 8081, "jupyter": 8888}
+    default_port = {"kafka": 19092, "minio": 9000, "spark-master": 8080, "spark-worker": 8081, "jupyter": 8888, "faults": 8099}
     port = args.port or default_port[args.role]
     try:
         if args.role == "kafka":
@@ -115,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             detail = spark_master(port, args.min_workers)
         elif args.role == "spark-worker":
             detail = spark_worker(port)
+        elif args.role == "faults":
+            detail = faults(port)
         else:
             detail = jupyter(port)
     except (urllib.error.URLError, OSError, ValueError, RuntimeError, struct.error) as exc:

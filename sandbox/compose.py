@@ -52,7 +52,9 @@ __all__ = [
 ]
 
 #: Services a learner can break, in start order (the one-shot ``minio-init`` is not one).
-COMPOSE_SERVICES: tuple[str, ...] = (*CORE_SERVICES, "jupyter")
+COMPOSE_SERVICES: tuple[str, ...] = (*CORE_SERVICES, "jupyter", "faults")
+#: The fault service's address, on the compose network only (sandbox/fault_service.py).
+FAULTS_ADDRESS = "faults:8099"
 #: The named volume holding the learner's working copy of the workbook; ``reset`` keeps it.
 LEARNER_VOLUME = "workbook"
 #: The compose file runs exactly this many Spark workers.
@@ -479,12 +481,21 @@ class ComposeBackend:
     def _addresses(self, service: str) -> tuple[str, str | None]:
         if service == "jupyter":
             return self.settings.endpoints().jupyter or "", self.settings.endpoints().jupyter
+        if service == "faults":
+            return f"{FAULTS_ADDRESS} (inside the compose network only)", None
         return service_addresses(self.settings, service)
 
     def _probe(self, service: str) -> Callable[[], health.Health]:
         if service == "jupyter":
             return lambda: _check_jupyter(self.settings)
+        if service == "faults":  # no published port: Docker's own check, which asks the engine through it
+            return self._docker_healthy
         return service_probe(self.settings, service)
+
+    def _docker_healthy(self) -> health.Health:
+        record = self._container_states().get("faults") or {}
+        ok = record.get("State") == "running" and record.get("Health") == "healthy"
+        return health.Health(ok, f"{record.get('State', 'no container')}, {record.get('Health') or 'no check yet'}")
 
     def _wait_docker_health(self, service: str) -> None:
         """Until Docker's own healthcheck passes again. A paused container's checks fail (its

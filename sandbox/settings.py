@@ -101,6 +101,9 @@ class Settings:
     #: Inside the jupyter container: the stack runs already and this code only attaches to it
     #: (``OSL_ATTACHED=1``; see :mod:`sandbox.attached`).
     attached: bool = False
+    #: Inside the compose network: the stack's fault service (``OSL_FAULTS_URL``), through which
+    #: an attached sandbox kills, pauses and restarts services (:mod:`sandbox.fault_service`).
+    faults_url: str | None = None
     #: An extra CA bundle image builds trust (a TLS-inspecting proxy's CA), passed as a build
     #: secret; from ``OSL_BUILD_CA_BUNDLE``, else ``SSL_CERT_FILE`` when that file exists.
     build_ca_bundle: Path | None = None
@@ -133,7 +136,7 @@ class Settings:
         ``OSL_PORT_OFFSET`` (add to every port), ``OSL_MAVEN_REPO`` (a mirror); inside the
         compose network also ``OSL_KAFKA_BOOTSTRAP``, ``OSL_S3_ENDPOINT``, ``OSL_SPARK_MASTER``,
         ``OSL_CHECKPOINT_ROOT``, ``OSL_S3_ACCESS_KEY``, ``OSL_S3_SECRET_KEY``, ``OSL_BUCKET``,
-        ``OSL_SPARK_MASTER_UI_INTERNAL``, ``OSL_ATTACHED`` and ``SPARK_LOCAL_HOSTNAME`` (the
+        ``OSL_SPARK_MASTER_UI_INTERNAL``, ``OSL_ATTACHED``, ``OSL_FAULTS_URL`` and ``SPARK_LOCAL_HOSTNAME`` (the
         driver's address for executors); for image builds ``OSL_BUILD_CA_BUNDLE``; ``OSL_CDS=0``
         starts Spark without class-data archives; ``OSL_SPARK_JIT`` (``c1`` or ``tiered``)
         picks how the Spark applications' JVMs compile, ``OSL_SPARK_EXECUTOR_GC`` (``parallel``
@@ -162,6 +165,7 @@ class Settings:
             "java_home": Path(env["JAVA_HOME"]) if env.get("JAVA_HOME") else None,
             "spark_master_ui_internal": env.get("OSL_SPARK_MASTER_UI_INTERNAL") or None,
             "attached": env.get("OSL_ATTACHED", "").lower() in ("1", "true", "yes"),
+            "faults_url": env.get("OSL_FAULTS_URL") or None,
             "build_ca_bundle": _build_ca_bundle(env),
             "cds": env.get("OSL_CDS", "1") != "0",
             **({"verify_driver_memory": env["OSL_VERIFY_DRIVER_MEMORY"]} if env.get("OSL_VERIFY_DRIVER_MEMORY") else {}),

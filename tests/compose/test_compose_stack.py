@@ -1,5 +1,6 @@
 """The docker compose stack for real: healthy, attached from JupyterLab, the demo's pipeline verified
-inside it, chapter 00 run and saved in JupyterLab through a real browser, service faults through
+inside it, chapters 00, 01 and 04 under nbval inside ``jupyter``, chapter 00 run top to bottom and
+saved in JupyterLab through a real browser, service faults through
 ``python -m sandbox``, and what ``down`` and ``reset`` keep.
 
 The tests run in file order on one stack (session fixture); the last one takes it down and up.
@@ -15,6 +16,8 @@ import subprocess
 import urllib.request
 import uuid
 from pathlib import Path
+
+import pytest
 
 from sandbox.backend import ServiceState
 from sandbox.compose import COMPOSE_SERVICES, LEARNER_VOLUME, _parse_ps
@@ -129,9 +132,9 @@ def test_demo_pipeline_inside_the_stack_gives_a_clean_verdict(stack):
     assert "== 4. verifying" in out and "spark://spark-master:7077" in out
 
 
-def test_a_workbook_chapter_passes_nbval_inside_jupyter(stack):
-    # Chapter 01 (producers into Kafka, the ledger): everything in it runs attached. Chapter 00
-    # also kills a worker, which needs Docker on the host and so cannot run from the container.
+@pytest.fixture(scope="module")
+def nbval_in_jupyter(stack):
+    """Copy the sanitizer and the kernel's profile into the jupyter container once."""
     root = stack.compose_file.parent
     for src, dest in (("tests/nbval_sanitize.cfg", "/tmp/nbval_sanitize.cfg"),
                       ("tests/ipython/profile_default/ipython_kernel_config.py",
@@ -139,14 +142,23 @@ def test_a_workbook_chapter_passes_nbval_inside_jupyter(stack):
         subprocess.run(stack.compose_argv("exec", "-T", "jupyter", "mkdir", "-p", dest.rsplit("/", 1)[0]),
                        env=stack._env(), check=True)  # fmt: skip
         subprocess.run(stack.compose_argv("cp", str(root / src), f"jupyter:{dest}"), env=stack._env(), check=True)
-    proc = stack.run_in(
+    return stack
+
+
+# The tour (a worker killed and restarted), the producers, and the environmental failures (worker,
+# broker, store, master and driver broken while the job runs): the faults go through the stack's
+# fault service (sandbox/fault_service.py), as in JupyterLab. Chapter 10 is run by hand on compose
+# (its figures are in the closing note of the stop that added the fault service), not in this lane.
+@pytest.mark.parametrize("chapter", ["00-tour", "01-snapshot-update-producers", "04-environmental-failures"])
+def test_a_workbook_chapter_passes_nbval_inside_jupyter(nbval_in_jupyter, chapter):
+    proc = nbval_in_jupyter.run_in(
         "jupyter",
         ["env", "IPYTHONDIR=/tmp/ipython", "python", "-m", "pytest", "-p", "no:cacheprovider", "--nbval",
          "--nbval-current-env", "--nbval-cell-timeout=600", "--nbval-sanitize-with=/tmp/nbval_sanitize.cfg",
-         "/workspace/recorded/01-snapshot-update-producers.ipynb"],
+         f"/workspace/recorded/{chapter}.ipynb"],
         capture=True, timeout_s=900,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
 
 
@@ -157,9 +169,10 @@ def _contents(stack, token: str, path: str) -> dict:
         return json.load(reply)
 
 
-def test_jupyterlab_in_a_browser_runs_chapter_00_and_saves_the_learner_s_copy(stack, browser, tmp_path):
-    # What a learner does: open Lab with the stack's token, open chapter 00 from the file
-    # browser, run its first code cell (the kernel starts, every service reports running), save.
+def test_jupyterlab_in_a_browser_runs_chapter_00_top_to_bottom_and_saves_the_learner_s_copy(stack, browser, tmp_path):
+    # What a learner does: open Lab's address with the stack's token (it opens the tour), restart
+    # the kernel and run every cell (a worker is killed and restarted through the fault service),
+    # save. The verdict is the saved notebook: every cell ran, none failed, the tour's last line.
     from playwright.sync_api import expect
 
     token = os.environ.get("OSL_JUPYTER_TOKEN", "sandbox")
@@ -169,47 +182,94 @@ def test_jupyterlab_in_a_browser_runs_chapter_00_and_saves_the_learner_s_copy(st
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(60_000)
     try:
-        page.goto(f"{stack.settings.endpoints().jupyter}/lab?token={token}")
-        listing = page.locator(".jp-DirListing-content")
-        listing.get_by_text("notebooks", exact=True).dblclick()
-        listing.get_by_text("00-tour.ipynb", exact=True).dblclick()
+        page.goto(f"{stack.settings.endpoints().jupyter}/?token={token}")
         notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
         expect(notebook.locator(".jp-MarkdownCell").first).to_contain_text("A tour of the sandbox")
+        assert "/lab/tree/notebooks/00-tour.ipynb" in page.url, page.url
         expect(page.get_by_text("is read-only")).to_have_count(0)
-        # the kernel starts with the notebook; a cell sent before it is ready can be dropped
+        # the kernel starts with the notebook; a command sent before it is ready can be dropped
         expect(page.get_by_role("button", name=re.compile(r"Python 3 \(ipykernel\) \| Idle"))).to_be_visible(
             timeout=120_000
         )
-        cell = notebook.locator(".jp-CodeCell").first
-        cell.locator(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        output = cell.locator(".jp-OutputArea-output")
-        # a deadline bounds the kernel's start and the cell's run; the verdict is the output itself
-        expect(output).to_contain_text("spark-worker-2", timeout=180_000)
-        printed = output.inner_text()
-        states = dict(re.findall(r"^(\S+)\s+(\S+)", printed, flags=re.M))
-        assert states == {s: "running" for s in ("kafka", "minio", "spark-master", "spark-worker-1",
-                                                  "spark-worker-2")}, printed  # fmt: skip
+        page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").click()
+        page.get_by_text("Restart Kernel and Run All Cells", exact=False).first.click()
+        page.locator(".jp-Dialog-button.jp-mod-accept").click()
+        last = notebook.locator(".jp-CodeCell").last.locator(".jp-OutputArea-output")
+        # a deadline bounds the whole run; the verdict is the saved outputs below
+        expect(last).to_contain_text("tour complete", timeout=600_000)
         tab = page.locator(".lm-TabBar-tab.jp-mod-dirty", has_text="00-tour.ipynb")
         expect(tab).to_have_count(1)  # the run left unsaved changes ...
         page.keyboard.press("Control+s")
         expect(tab).to_have_count(0, timeout=30_000)  # ... and the save cleared them
+        # the news prompt Lab shows new users is switched off (docker/jupyterlab-overrides.json)
+        expect(page.get_by_text("Would you like to get notified")).to_have_count(0)
         page.screenshot(path=str(tmp_path / "jupyterlab-chapter-00.png"))
         print(f"screenshot: {tmp_path / 'jupyterlab-chapter-00.png'}")
     finally:
         page.close()
     after = _contents(stack, token, chapter)
     assert after["last_modified"] > before["last_modified"], "the save did not reach the working copy"
-    saved = "".join(
-        o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
-        for o in after["content"]["cells"][1]["outputs"]
-    )
-    assert "spark-worker-2" in saved and "running" in saved, saved
+    code = [c for c in after["content"]["cells"] if c["cell_type"] == "code"]
+    assert all(c["execution_count"] for c in code), [c["execution_count"] for c in code]
+    errors = [o for c in code for o in c["outputs"] if o["output_type"] == "error"]
+    assert errors == [], errors
+    text = lambda c: "".join("".join(o.get("text", "")) for o in c["outputs"])  # noqa: E731
+    assert "alive workers after kill: 1" in text(code[-2]) and "alive workers after restart: 2" in text(code[-2])
+    assert "tour complete" in text(code[-1])
     recorded = _contents(stack, token, "recorded/00-tour.ipynb")
     assert not recorded["writable"]  # the originals are mounted read-only
     original = hashlib.sha256((ROOT / "notebooks" / "00-tour.ipynb").read_bytes()).hexdigest()
     mounted = stack.run_in("jupyter", ["sha256sum", "/workspace/recorded/00-tour.ipynb"], capture=True)
     assert mounted.stdout.split()[0] == original, "the recorded chapter changed under JupyterLab"
+
+
+_REFUSALS = """
+import json, sys, urllib.error, urllib.request
+for name in sys.argv[1:]:
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"http://faults:8099/services/{name}/kill", method="POST", data=b""), timeout=30)
+        print(json.dumps([name, 200, ""]))
+    except urllib.error.HTTPError as exc:
+        print(json.dumps([name, exc.code, json.load(exc).get("error", "")]))
+"""
+
+
+def test_the_fault_service_acts_only_on_this_project_and_a_worker_killed_through_it_does_not_stop_the_job(stack):
+    from job.drills.environment import FaultRun
+
+    image = _ps(stack)["jupyter"]["Image"]
+    # a look-alike of another project: the same service label, another project label
+    bystander = f"osl-bystander-{uuid.uuid4().hex[:6]}"
+    subprocess.run(["docker", "run", "-d", "--name", bystander, "--label", "com.docker.compose.project=osl-bystander",
+                    "--label", "com.docker.compose.service=spark-worker-1", "--entrypoint", "sleep", image, "900"],
+                   check=True, capture_output=True)  # fmt: skip
+    try:
+        asked = stack.run_in("jupyter", ["python", "-c", _REFUSALS, "jupyter", "faults", bystander], capture=True, timeout_s=120)
+        answers = [json.loads(line) for line in asked.stdout.splitlines()]
+        assert [(name, code) for name, code, _ in answers] == [("jupyter", 403), ("faults", 403), (bystander, 403)], asked
+        assert all("is not a service the fault service may touch" in said for *_, said in answers), answers
+
+        # the drill chapter 04 runs, with the worker kill alone, from inside the stack
+        run_id = uuid.uuid4().hex[:6]
+        work, prefix = f"/checkpoints/scratch/lane-faults-{run_id}", f"lane-faults-{run_id}-"
+        assert stack.run_in("jupyter", ["mkdir", "-p", work], capture=True).returncode == 0
+        drill = stack.run_in(
+            "jupyter",
+            ["python", "-m", "job.drills.environment", "--faults", "worker-kill", "--work", work,
+             "--topic-prefix", prefix, "--output", f"s3a://{stack.settings.bucket}/lane/{prefix}"],
+            capture=True, timeout_s=600,
+        )  # fmt: skip
+        assert drill.returncode == 0, drill.stdout[-4000:] + drill.stderr[-2000:]
+        run = FaultRun.from_json(stack.run_in("jupyter", ["cat", f"{work}/result.json"], capture=True).stdout)
+        (outcome,) = run.outcomes
+        assert outcome.kind == "worker-kill" and outcome.behaviour == "kept going", run.table()
+        assert outcome.time_to_flow_s is not None, run.table()
+        assert run.clean, run.verdict.get("summary")
+        inspect = ["docker", "inspect", "-f", "{{.State.Status}}", bystander]
+        assert subprocess.run(inspect, capture_output=True, text=True).stdout.strip() == "running"
+        assert _ps(stack)["spark-worker-1"]["State"] == "running" and _ps(stack)["jupyter"]["State"] == "running"
+    finally:
+        subprocess.run(["docker", "rm", "-f", bystander], capture_output=True)
 
 
 def test_pause_resume_kill_and_restart_through_python_m_sandbox(stack, sandbox_cli):

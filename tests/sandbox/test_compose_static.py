@@ -59,10 +59,21 @@ def _compose() -> dict:
     return yaml.safe_load(COMPOSE_FILE.read_text())
 
 
-def test_compose_runs_every_backend_service_plus_jupyter():
+def test_compose_runs_every_backend_service_plus_jupyter_and_the_fault_service():
     services = _compose()["services"]
     assert set(compose_mod.COMPOSE_SERVICES) <= set(services)
-    assert compose_mod.COMPOSE_SERVICES == (*CORE_SERVICES, "jupyter")
+    assert compose_mod.COMPOSE_SERVICES == (*CORE_SERVICES, "jupyter", "faults")
+
+
+def test_only_the_fault_service_holds_the_docker_socket_and_it_publishes_no_port():
+    services = _compose()["services"]
+    holders = {name for name, svc in services.items() if any("docker.sock" in str(v) for v in svc.get("volumes", []))}
+    assert holders == {"faults"}
+    faults = services["faults"]
+    assert "ports" not in faults and "network_mode" not in faults
+    assert faults["command"][:3] == ["python", "-m", "sandbox.fault_service"]
+    # the notebooks find it by name on the stack's network
+    assert services["jupyter"]["environment"]["OSL_FAULTS_URL"] == f"http://{compose_mod.FAULTS_ADDRESS}"
 
 
 def test_named_volumes_hold_kafka_minio_and_checkpoints_on_every_spark_node():
@@ -169,7 +180,7 @@ def test_every_osl_variable_compose_reads_is_documented_in_env_example():
     # ComposeBackend passes everything but the token, the build uid, the mirror and the CA bundle
     # (those two when set) from Settings and versions.py.
     assert set(used) - set(compose_environment(make_settings(Path("/tmp")))) == {
-        "OSL_JUPYTER_TOKEN", "OSL_UID", "OSL_MAVEN_REPO", "OSL_BUILD_CA_BUNDLE",
+        "OSL_JUPYTER_TOKEN", "OSL_UID", "OSL_MAVEN_REPO", "OSL_BUILD_CA_BUNDLE", "OSL_DOCKER_SOCKET",
     }  # fmt: skip
 
 
@@ -338,6 +349,9 @@ class _FakeProc:
         pass
 
 
+FAULTS_HEALTHY = {"Service": "faults", "State": "running", "Health": "healthy", "Status": "Up (healthy)", "ExitCode": 0}
+
+
 def _record(kafka="running", health_="healthy", **states: str) -> list[dict]:
     rows = [{"Service": "kafka", "State": kafka, "Health": health_, "Status": f"Up ({health_})", "ExitCode": 0}]
     for service, state in states.items():
@@ -484,6 +498,7 @@ def test_up_builds_then_waits_then_checks_health_from_this_machine(backend, fake
         health, "check_spark_worker", lambda s, n, **k: checked.append(f"w{n}") or health.Health(True, "")
     )
     monkeypatch.setattr(compose_mod, "_check_jupyter", ok("jupyter"))
+    fake_docker.ps = [FAULTS_HEALTHY]  # no published port: Docker's own healthcheck decides
     backend.up()
     calls = fake_docker.compose_calls()
     assert calls[0] == ["build"]
@@ -650,6 +665,7 @@ def test_a_long_wait_in_up_says_what_it_waits_for(tmp_path, fake_docker, monkeyp
     for name in ("check_minio", "check_spark", "check_spark_worker"):
         monkeypatch.setattr(health, name, lambda *_a, **_k: health.Health(True, "ok"))
     monkeypatch.setattr(compose_mod, "_check_jupyter", lambda *_a, **_k: health.Health(True, "ok"))
+    fake_docker.ps = [FAULTS_HEALTHY]
     backend.up()
     waits = [line for line in lines if line.startswith("[sandbox] waiting for kafka")]
     assert waits and "of at most" in waits[0] and "(last check: no broker yet)" in waits[0], lines
