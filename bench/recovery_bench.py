@@ -656,7 +656,7 @@ def worker_cores(settings) -> dict[str, int]:
     import urllib.request
     from urllib.parse import urlparse
 
-    with urllib.request.urlopen(settings.endpoints().spark_master_ui + "/json/", timeout=5) as response:
+    with urllib.request.urlopen(settings.spark_status_url() + "/json/", timeout=5) as response:
         status = json.load(response)
     ports = [urlparse(u).port for u in settings.endpoints().spark_worker_uis]
     used = {urlparse(w["webuiaddress"]).port: w["coresused"] for w in status["workers"] if w["state"] == "ALIVE"}

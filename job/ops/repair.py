@@ -384,7 +384,7 @@ def running_queries(settings, cfg, spark=None) -> list[str]:
     found = [f"query {q.name} ({q.id}) in this driver" for q in (spark.streams.active if spark else []) if q.name in names]
     own = spark.sparkContext.applicationId if spark else None
     try:
-        with urllib.request.urlopen(settings.endpoints().spark_master_ui + "/json/", timeout=5) as reply:
+        with urllib.request.urlopen(settings.spark_status_url() + "/json/", timeout=5) as reply:
             master = json.loads(reply.read())
     except OSError:
         return found
