@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from job.engine.errors import JobError, UsageError
+from job.engine.errors import DataLossError, JobError, UsageError
 from job.spark import saved
 from job.spark.config import OPERATORS, JobConfig
 
@@ -245,7 +245,23 @@ def _run(args, settings) -> int:
             _log_events(spark, events)
         print(f"[job] events -> {events} (follow with `python -m job watch --events {events}`)", file=sys.stderr)
         with interrupts.deferred_interrupts():
-            return _run_queries(args, spark, cfg, settings)
+            try:
+                return _run_queries(args, spark, cfg, settings)
+            except DataLossError as exc:  # Spark names the first range it failed on: say all Kafka deleted
+                raise _naming_deleted(exc, cfg, settings) from None
+
+
+def _naming_deleted(exc: DataLossError, cfg, settings) -> DataLossError:
+    """``exc`` naming, per partition, the checkpoint's next offset to Kafka's log start offset."""
+    from job.ops import dataloss
+
+    try:
+        read = dataloss.committed_offsets(cfg.checkpoint / "sessions")
+        marks = dataloss.watermarks(settings.endpoints().kafka_bootstrap, sorted({t for t, _ in read}))
+    except Exception:  # noqa: BLE001 (Kafka or the checkpoint unreadable now: Spark's own words stand)
+        return exc
+    deleted = dataloss.unread_deleted(read, {k: low for k, (low, _) in marks.items()})
+    return exc.naming([(d.line(), d.count) for d in deleted]) if deleted else exc
 
 
 def _log_events(spark, path: Path) -> None:

@@ -39,7 +39,29 @@ def problems(nb: dict) -> list[str]:
         out.append("no recording stamp: its outputs were not stored by scripts/record-notebooks.sh")
     elif recording.get("code_sha256") != stamp.code_fingerprint(nb):
         out.append(f"a code cell changed after the recording of {recording.get('at')}")
+    elif recording.get("outputs_sha256") != stamp.outputs_fingerprint(nb):
+        out.append(f"an output or a cell's tags changed after the recording of {recording.get('at')} (outputs are "
+                   f"stored by executing the chapter, never edited by hand)")
     return out
+
+
+def _recorded(outputs: list[dict], tags: list[str] | None = None) -> dict:
+    cell = {"cell_type": "code", "execution_count": 1, "source": ["print('x')"], "outputs": outputs,
+            "metadata": {"tags": tags} if tags else {}}  # fmt: skip
+    nb = {"cells": [cell], "metadata": {}}
+    nb["metadata"][stamp.KEY] = {"at": "then", "code_sha256": stamp.code_fingerprint(nb),
+                                 "outputs_sha256": stamp.outputs_fingerprint(nb)}  # fmt: skip
+    return nb
+
+
+def test_an_output_edited_by_hand_or_a_silencing_tag_after_the_recording_is_caught():
+    nb = _recorded([{"output_type": "stream", "name": "stdout", "text": ["lost: 3\n"]}])
+    assert problems(nb) == []
+    nb["cells"][0]["outputs"][0]["text"] = ["lost: 0\n"]  # a hand edit
+    assert [p for p in problems(nb) if "an output or a cell's tags changed" in p]
+    nb = _recorded([])
+    nb["cells"][0]["metadata"]["tags"] = ["raises-exception"]  # a tag that would swallow a failure
+    assert [p for p in problems(nb) if "an output or a cell's tags changed" in p]
 
 
 def machine_paths(nb: dict) -> list[str]:
@@ -83,7 +105,8 @@ def test_every_chapter_comes_from_the_same_recording_run():
 def test_a_hand_edited_or_stale_chapter_is_caught():
     code = {"cell_type": "code", "source": ["print(1)\n"], "outputs": [], "metadata": {}}
     nb = {"cells": [dict(code, execution_count=1), dict(code, execution_count=2)], "metadata": {}}
-    nb["metadata"][stamp.KEY] = {"run": "r", "at": "t", "code_sha256": stamp.code_fingerprint(nb)}
+    nb["metadata"][stamp.KEY] = {"run": "r", "at": "t", "code_sha256": stamp.code_fingerprint(nb),
+                                 "outputs_sha256": stamp.outputs_fingerprint(nb)}  # fmt: skip
     assert problems(nb) == []
     edited = json.loads(json.dumps(nb))
     edited["cells"][1]["source"] = ["print(2)\n"]

@@ -8,6 +8,7 @@ pickles by value.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = [
     "BaselineError",
@@ -190,19 +191,34 @@ class DataLossError(JobError):
     exit_status = 1
 
     def __init__(self, query: str, *, reason: str, detail: str, topic: str | None = None,
-                 partition: int | None = None, lost: int | None = None) -> None:  # fmt: skip
+                 partition: int | None = None, lost: int | None = None,
+                 deleted: Sequence[tuple[str, int]] | None = None) -> None:  # fmt: skip
         self.query, self.reason, self.detail = query, reason, detail
         self.topic, self.partition, self.lost = topic, partition, lost
-        where = f" from {topic}[{partition}]" if topic is not None else ""
-        count = f"{lost} records" if lost is not None else "records"
+        #: What Kafka deleted, compared with the checkpoint after the stop: (``topic[p] offsets
+        #: a..b (n records)``, n) per partition; None where it could not be asked.
+        self.deleted = list(deleted) if deleted else None
+        if self.deleted:
+            total = sum(n for _, n in self.deleted)
+            what = (f"{total} records that the checkpoint says come next: {'; '.join(line for line, _ in self.deleted)} "
+                    f"(the checkpoint's next offsets against Kafka's log start offsets; Spark stopped at "
+                    f"KAFKA_DATA_LOSS.{reason}: {detail})")  # fmt: skip
+        else:
+            where = f" from {topic}[{partition}]" if topic is not None else ""
+            count = f"{lost} records" if lost is not None else "records"
+            what = (f"{count}{where} that the checkpoint says come next (KAFKA_DATA_LOSS.{reason}: {detail}; Spark "
+                    f"names only the first range it failed to fetch)")  # fmt: skip
         super().__init__(
-            f"streaming query {query} stopped: Kafka no longer has {count}{where} that the checkpoint says come next "
-            f"(KAFKA_DATA_LOSS.{reason}: {detail}); retention deleted them while the job was down, or the broker lost "
-            f"the partition's log. Either restore them to Kafka and run again, or accept the loss: run with "
-            f"--no-fail-on-data-loss (the job skips to the oldest record Kafka has; each session that lost records is "
-            f"quarantined until its next snapshot) and list what was lost with job.ops.dataloss.unread_deleted "
-            f"(checkpoint vs Kafka's log start offsets) and the verifier; Spark names only the first partition it hit"
+            f"streaming query {query} stopped: Kafka no longer has {what}; retention deleted them while the job was "
+            f"down, or the broker lost the partition's log. Either restore them to Kafka and run again, or accept the "
+            f"loss: run with --no-fail-on-data-loss (the job skips to the oldest record Kafka has; each session that "
+            f"lost records is quarantined until its next snapshot) and check the lake with the verifier"
         )
+
+    def naming(self, deleted: Sequence[tuple[str, int]]) -> DataLossError:
+        """The same stop, its message naming what Kafka deleted (``deleted``: line and count per partition)."""
+        return DataLossError(self.query, reason=self.reason, detail=self.detail, topic=self.topic,
+                             partition=self.partition, lost=self.lost, deleted=deleted)  # fmt: skip
 
 
 # Spark words it with or without the error class in brackets (the executor's

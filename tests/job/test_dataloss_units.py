@@ -216,3 +216,16 @@ def test_processing_throughput_counts_only_the_time_batches_ran():
     untimed = query_run([QueryStarted(query=q, at=0.0), BatchCompleted(query=q, at=5.0, batch_id=0, input_rows=9)], q)
     assert untimed.processing_records_per_s is None  # no trigger time: no figure rather than a wrong one
     assert untimed.steady_records_per_s is None
+
+
+def test_the_data_loss_stop_names_every_range_kafka_deleted_not_the_first_fetch_spark_failed():
+    spark_says = DataLossError("q", reason="COULD_NOT_READ_OFFSET_RANGE", detail="Could not read records in offset "
+                               "[1665, 1998) for topic partition w-1-0", topic="w-1", partition=0, lost=333)  # fmt: skip
+    assert "333 records from w-1[0]" in str(spark_says) and "first range it failed to fetch" in str(spark_says)
+    named = spark_says.naming([("w-0[1] offsets 1665..2575 (911 records)", 911), ("w-1[0] offsets 1665..2677 (1013 records)", 1013)])
+    text = str(named)
+    assert "Kafka no longer has 1924 records that the checkpoint says come next: w-0[1] offsets 1665..2575 (911 records); " \
+           "w-1[0] offsets 1665..2677 (1013 records)" in text
+    assert "333" not in text.split("Spark stopped at")[0]  # Spark's first range is kept only as its own words
+    assert "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE" in text and "--no-fail-on-data-loss" in text
+    assert named.exit_status == spark_says.exit_status == 1
