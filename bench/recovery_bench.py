@@ -78,7 +78,7 @@ from bench.job_bench import (  # noqa: E402
 from job.drills.recovery import DetectorConfig, RecoveryReport, detect, detector_for  # noqa: E402
 from job.spark.config import trigger_ms  # noqa: E402
 from job.spark.query_progress import reached  # noqa: E402
-from sandbox.settings import Ports, Settings, shown  # noqa: E402
+from sandbox.settings import Settings, shown  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("job", "baseline")
@@ -566,8 +566,7 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     else:
         argv = [sys.executable, script, "baseline-worker", *common, "--visible", str(files["visible.csv"]), "--idle", str(idle_s)]
     # the worker runs on the caller's sandbox, whatever the environment would default to
-    offset = settings.ports.kafka - Ports().kafka
-    env = {**os.environ, "OSL_STATE_DIR": str(settings.state_dir), "OSL_PORT_OFFSET": str(offset), "OSL_BACKEND": settings.backend}
+    env = {**os.environ, "OSL_STATE_DIR": str(settings.state_dir), "OSL_PORT_OFFSET": str(settings.ports.offset), "OSL_BACKEND": settings.backend}
     worker = Supervised(system, argv, files["worker.log"], env=env)
     say(f"{system}: starting the worker (log {shown(files['worker.log'])})")
     worker.start()
@@ -835,7 +834,7 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
         raise SystemExit(f"a load of {schedule.load:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate")
     settings = settings or Settings.from_env()
     sb = open_sandbox(settings)
-    say(f"sandbox: {shown(settings.state_dir)} (ports +{settings.ports.kafka - Ports().kafka})")
+    say(f"sandbox: {shown(settings.state_dir)} (ports +{settings.ports.offset})")
     sb.up()
     if schedule.target not in (*PROCESS_TARGETS, "spark-worker") and schedule.target not in sb.services():
         raise SystemExit(f"--target {schedule.target!r}: use driver, spark-worker (the busiest) or one of {', '.join(sb.services())}")

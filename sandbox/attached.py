@@ -22,7 +22,7 @@ from collections.abc import Callable
 from sandbox import health
 from sandbox.artifacts import Progress, say
 from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus
-from sandbox.compose import service_addresses, service_probe
+from sandbox.compose import container_state, service_addresses, service_probe
 from sandbox.errors import NotRunningError, SandboxError, UnknownServiceError
 from sandbox.settings import BackendKind, Endpoints, Settings
 
@@ -46,12 +46,6 @@ class FaultServiceError(SandboxError):
 
 
 _NOT_BACK = "did not pass its check after the fault service brought it back ({exc}); see its log on your machine: `python -m sandbox logs {service}`"
-
-
-#: Docker's container states, as a status says them (a running container that fails its check
-#: stays unhealthy).
-_CONTAINER_STATES = {"paused": ServiceState.PAUSED, "exited": ServiceState.STOPPED, "dead": ServiceState.STOPPED,
-                     "created": ServiceState.STOPPED, "missing": ServiceState.STOPPED}  # fmt: skip
 
 
 class AttachedSandbox:
@@ -81,8 +75,9 @@ class AttachedSandbox:
             result = self._probe(name)()
             endpoint, ui = self._addresses(name)
             state = ServiceState.RUNNING if result.ok else ServiceState.UNHEALTHY
-            if not result.ok:  # the fault service, where there is one, tells paused from stopped
-                state = _CONTAINER_STATES.get(self._container_states().get(name, ""), state)
+            if not result.ok and (docker := self._container_states().get(name)) is not None:
+                # the fault service, where there is one, tells paused from stopped
+                state = container_state(docker) or state
             out.append(
                 ServiceStatus(
                     name=name, state=state,

@@ -465,14 +465,11 @@ class ComposeBackend:
             return ServiceStatus(name=service, state=ServiceState.STOPPED, endpoint=endpoint, ui=ui, log=log,
                                  detail="no container (run `python -m sandbox up`)")  # fmt: skip
         state_text, health_text = record.get("State", ""), record.get("Health", "")
-        if state_text == "paused":
-            state = ServiceState.PAUSED
-        elif state_text == "running":
+        state = container_state(state_text)
+        if state is None and state_text == "running":
             state = ServiceState.UNHEALTHY if health_text in ("unhealthy", "starting") else ServiceState.RUNNING
-        elif state_text == "restarting":
+        elif state is None:  # restarting
             state = ServiceState.UNHEALTHY
-        else:  # created, exited, dead, removing
-            state = ServiceState.STOPPED
         detail = record.get("Status", "") or state_text
         if state is ServiceState.STOPPED and state_text == "exited":
             detail = f"exited with code {record.get('ExitCode', '?')}"
@@ -593,6 +590,14 @@ class ComposeBackend:
 
 
 # ------------------------------------------------------------------------------------ helpers
+def container_state(state_text: str) -> ServiceState | None:
+    """Docker's container state as a status says it: paused, or stopped (created, exited, dead,
+    removing, or no container); None while its processes live (running, restarting): a check decides."""
+    if state_text == "paused":
+        return ServiceState.PAUSED
+    return None if state_text in ("running", "restarting") else ServiceState.STOPPED
+
+
 def service_addresses(settings: Settings, service: str) -> tuple[str, str | None]:
     """(endpoint, UI link) of one core service of the compose stack, for ``status``."""
     e = settings.endpoints()
