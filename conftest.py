@@ -19,6 +19,9 @@ os.environ.setdefault("OSL_PORT_OFFSET", "10000")
 os.environ.setdefault("OSL_BACKEND", "local")
 os.environ.setdefault("IPYTHONDIR", str(ROOT / "tests" / "ipython"))
 
+# A per-test timeout fails that test and the run goes on; a hang it cannot break ends the run.
+pytest_plugins = ["tests.timeout_backstop"]
+
 
 def _hypothesis_profiles() -> None:
     """``ci`` (when CI is set): derandomized, so a CI failure reproduces on any machine with the
@@ -40,7 +43,13 @@ def pytest_report_header(config):
     from hypothesis import settings
 
     profile = settings._current_profile  # noqa: SLF001 - the name is only kept there
-    return f"hypothesis profile: {profile} (derandomize={settings.default.derandomize}); timeout: {config.getini('timeout')} s per test"
+    from tests.timeout_backstop import backstop_margin
+
+    return (
+        f"hypothesis profile: {profile} (derandomize={settings.default.derandomize}); timeout: "
+        f"{config.getini('timeout')} s per test ({config.getini('timeout_method')}; the run ends "
+        f"{backstop_margin():.0f} s past a test's timeout if it is still running)"
+    )
 
 
 def _test_sandbox():

@@ -472,12 +472,41 @@ def test_no_module_outside_the_registry_names_a_fault_by_a_string() -> None:
 
 
 def test_faults_that_damage_the_table_open_windows_to_the_next_snapshot() -> None:
-    from producers.faults import BAD_RECORD, CLEAN_SNAPSHOT, STRICT_STOPPING
+    from producers.faults import (
+        BAD_RECORD,
+        CLEAN_SNAPSHOT,
+        STRICT_STOPPING,
+        Burst,
+        ClockSkew,
+        Corrupt,
+        Crash,
+        Duplicate,
+        EpochReset,
+        OrphanUpdate,
+        Oversized,
+        SchemaDrift,
+        SilentDivergence,
+    )
 
-    # (test_fault_oracle.py pins these sets to literals.) A fault that sends a record the contract rejects, or that stops strict, damages the table.
-    for name in BAD_RECORD | STRICT_STOPPING:
-        assert FAULTS[name].info.window == "to-next-snapshot" and name not in CLEAN_SNAPSHOT
-    assert all(FAULTS[n].name == n for n in FAULT_NAMES)
+    # Written from each fault's definition, not from the registry: these eight damage the table
+    # (they send a record the contract rejects, or leave a gap, a duplicate or a divergence), so a
+    # strict query stops on them and their loss window runs to the next clean snapshot; the
+    # other four leave the table whole (a restated snapshot, a late timestamp, a burst) or end
+    # the session (crash).
+    damaging = {"drop", "duplicate", "reorder", "corrupt", "schema-drift", "orphan-update",
+                "silent-divergence", "oversized"}  # fmt: skip
+    assert set(BAD_RECORD) == {"corrupt", "schema-drift", "oversized"}
+    assert set(BAD_RECORD | STRICT_STOPPING) == damaging
+    assert {n for n, cls in FAULTS.items() if cls.info.window == "to-next-snapshot"} == damaging
+    assert set(CLEAN_SNAPSHOT) == {"epoch-reset", "clock-skew", "burst"}
+    assert {n: cls.info.window for n, cls in FAULTS.items() if n not in damaging} == {
+        "epoch-reset": "message", "clock-skew": "message", "crash": "to-end", "burst": "none",
+    }  # fmt: skip
+    classes = (Drop, Duplicate, Reorder, Corrupt, SchemaDrift, OrphanUpdate, EpochReset, SilentDivergence,
+               Oversized, ClockSkew, Crash, Burst)  # fmt: skip
+    assert [c.name for c in classes] == ["drop", "duplicate", "reorder", "corrupt", "schema-drift", "orphan-update",
+                                         "epoch-reset", "silent-divergence", "oversized", "clock-skew", "crash",
+                                         "burst"]  # fmt: skip
 
 
 def test_every_fault_has_the_apply_step_of_its_stage() -> None:

@@ -47,8 +47,8 @@ def test_up_twice_is_a_no_op(sandbox):
 @pytest.mark.slow
 def test_kill_worker_leaves_one_alive_and_restart_brings_back_two(sandbox):
     settings = sandbox.settings
-    sandbox.kill("spark-worker-1")
     try:
+        sandbox.kill("spark-worker-1")  # inside: it signals first, then waits, and the wait can fail
         wait_for(
             lambda: len(alive_workers(spark_master_status(settings))) == 1,
             timeout_s=60,
