@@ -23,7 +23,8 @@ One run reports, on the same machine and the same input:
            batch caps (``--caps``), the state partitions (``--partitions``); then the winner with
            Kafka's default fetch wait, with the raw archive's second query, and with RocksDB's
            row count off (``trackTotalNumberOfRows``). One table with
-           Spark's per-batch durations; the README's Known limits quotes it.
+           Spark's per-batch durations; docs/performance.md explains it, and each setting's
+           page under docs/decisions/ quotes its rows.
 
     .venv/bin/python bench/job_bench.py                       # about 10 minutes on 2 cores
     .venv/bin/python bench/job_bench.py --sweep --skip-live   # about 15 minutes

@@ -18,7 +18,7 @@ an archive prints a warning and starts the ordinary way, so an archive can make 
 faster but never break it.
 
 Only the local backend uses archives: under compose the executors run in other containers,
-where the host's cache is not mounted.
+where the host's cache is not mounted. The measurement: docs/decisions/0017-class-data-archives.md.
 """
 
 from __future__ import annotations

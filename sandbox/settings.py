@@ -113,7 +113,7 @@ class Settings:
     #: How Spark's application JVMs (driver and executors) compile Java: ``c1`` (the default)
     #: stops at the quick C1 compiler, ``tiered`` is the JVM's own default (C1, then C2).
     #: From ``OSL_SPARK_JIT``. On two cores C2's compiler threads take CPU from the work for
-    #: the whole life of a short application (README, Known limits: the figures).
+    #: the whole life of a short application (docs/decisions/0015-jit-c1-only.md).
     spark_jit: str = "c1"
     #: The executors' garbage collector, from ``OSL_SPARK_EXECUTOR_GC``: ``parallel`` (the
     #: default) or ``g1`` (the JVM's own choice on this machine). See :data:`EXECUTOR_GC_OPTIONS`.
@@ -223,13 +223,9 @@ class Settings:
 SPARK_JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
 
 #: ``OSL_SPARK_EXECUTOR_GC`` values and the option each adds to Spark's executors. The JVM
-#: picks G1 on a machine of two cores, and G1's concurrent marking threads ran beside every
-#: task: in a fleet backlog run (200,000 records, ``/proc/<pid>/task`` CPU times of both
-#: executors) they took 2.1 s of CPU and the collection threads 1.0 s, of the executors' 17.9 s.
-#: The parallel collector has no concurrent phase: twelve runs on six applications each,
-#: alternated, the job took 15.5 s with G1 and 14.3 s with it (5 of 6 application pairs faster;
-#: executors' CPU 14.2 -> 11.9 s; the serial collector was no different from it). README,
-#: Known limits; ``bench/job_bench.py --executor-gc`` compares them.
+#: picks G1 on a machine of two cores, and G1's concurrent threads took a sixth of the
+#: executors' CPU beside every task; the parallel collector has no concurrent phase
+#: (docs/decisions/0016-executor-gc.md; ``bench/job_bench.py --executor-gc`` compares them).
 EXECUTOR_GC_OPTIONS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
 
 

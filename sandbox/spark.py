@@ -54,28 +54,25 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         "spark.pyspark.driver.python": sys.executable,
         # One shuffle partition per core the application gets: each stateful task pays a
         # Python worker and a state-store commit, so more partitions than cores only add
-        # that overhead (bench/job_bench.py: 4 -> 2 partitions took a batch from 4.3 to 2.6 s).
+        # that overhead (docs/decisions/0004-state-partitions.md).
         # A streaming query keeps the number its checkpoint was created with.
         "spark.sql.shuffle.partitions": str(settings.spark_app_cores),
         # Executors keep one Kafka consumer per (query, topic partition) between batches, in a
         # pool Spark sizes at 64: past that it closes the oldest idle consumer on every borrow,
-        # so a fleet's 150 partitions (300 with the raw archive, whose branch of the query reads
-        # Kafka a second time) built ~75 new consumers
-        # per executor and batch, each with its own metadata round trip (README, Known limits).
+        # and a fleet's 150 partitions rebuilt consumers every batch
+        # (docs/decisions/0009-kafka-consumer-cache.md).
         "spark.kafka.consumer.cache.capacity": "1024",
         # A stateful task prefers the executor that holds its state store, and Spark's delay
         # scheduling waits spark.locality.wait (3 s) for it. A task that takes less than that
-        # never leaves: after an executor loss the survivor loaded both state partitions and
-        # kept running them one after the other for the rest of the application, the
-        # replacement executor idle (SPARK-18886; the recovery bench's event log, chapter 10).
-        # With no wait a partition moves to a free executor and pays one state load there.
+        # never leaves: after an executor loss the survivor kept both state partitions for the
+        # rest of the application, the replacement executor idle (SPARK-18886). With no wait a
+        # partition moves to a free executor and pays one state load there
+        # (docs/decisions/0010-locality-wait.md).
         "spark.locality.wait": "0s",
         # An executor reaches its Python workers over a Unix domain socket, not loopback TCP:
         # Spark opens that TCP connection without TCP_NODELAY, and the end of each Python call
-        # (small writes both ways) waited out a delayed acknowledgement, about 40 ms. The
-        # stateful operator calls Python twice per task and batch (its data, then the timeout
-        # pass): that pass fell from ~48 to ~10 ms a task, a live batch's median by ~50 ms
-        # (README, Known limits; tests/job/test_python_worker_socket.py).
+        # (small writes both ways) waited out a delayed acknowledgement, about 40 ms
+        # (docs/decisions/0011-python-worker-unix-socket.md; tests/job/test_python_worker_socket.py).
         "spark.python.unix.domain.socket.enabled": "true",
         # RocksDB commits upload a small changelog, not a snapshot, per batch.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
@@ -83,21 +80,16 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # checkpoint file through Hadoop's FileContext, whose local default (ChecksumFs) writes a
         # .crc file beside each one: a second file written and renamed for the offset log, the
         # commit log and each state partition's changelog, every batch. The raw local file
-        # system writes the file alone. Live bench, 200 msg/s at a 1 s trigger, alternated twice
-        # (runs ra0dbaa/r127681 without, rd2aa63/r3552ba with): walCommit 37 -> 20 ms,
-        # commitOffsets 37 -> 19 ms, the state store's commit 135-140 -> 82-89 ms, a batch's
-        # median 808-820 -> 716-744 ms, p99 latency 2.02/1.87 -> 1.87/1.84 s (README, Known
-        # limits). Only FileContext's binding: FileSystem.getLocal() must stay a LocalFileSystem.
+        # system writes the file alone (docs/decisions/0013-raw-local-file-system.md).
+        # Only FileContext's binding: FileSystem.getLocal() must stay a LocalFileSystem.
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
         # Every checkpoint and sink-log file through the project's own manager
         # (sandbox/java/osl/FastCheckpointFileManager.java, on the class path from
-        # artifacts.project_jar). Without Hadoop's native library the local file system forked
-        # a `chmod` for each file it created and a `readlink` for both paths of each rename: six
-        # processes per batch on the driver, three per state partition (JFR's ProcessStart
-        # events); it writes and renames with java.nio instead. On MinIO the sink log's entry is
-        # one PUT, not a temporary object, a copy and a delete. Live, alternated: a batch's
-        # median 540-549 -> 468-469 ms (README, Known limits;
-        # tests/sandbox/test_checkpoint_file_manager.py).
+        # artifacts.project_jar). Without Hadoop's native library the local file system forks
+        # a `chmod` for each file it creates and a `readlink` for both paths of each rename, on
+        # every batch's critical path; it writes and renames with java.nio instead. On MinIO the
+        # sink log's entry is one PUT, not a temporary object, a copy and a delete
+        # (docs/decisions/0014-checkpoint-file-manager.md; tests/sandbox/test_checkpoint_file_manager.py).
         "spark.sql.streaming.checkpointFileManagerClass": "osl.FastCheckpointFileManager",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",

@@ -15,7 +15,7 @@
 
 Deploy mode: on a Spark **standalone** master a Python driver runs in client mode (Spark refuses
 cluster mode there for Python applications), on the machine that submits. On Kubernetes the
-same files run in cluster mode; see the README's "Beyond the sandbox".
+same files run in cluster mode; see docs/operations.md.
 """
 
 from __future__ import annotations

@@ -62,41 +62,33 @@ class JobConfig:
     window: int = DEFAULT_WINDOW
     starting_offsets: StartingOffsets | OffsetsJson = "earliest"
     session_cuts: SessionCuts = field(default_factory=dict)
-    #: Records per micro-batch at most: a catch-up runs in batches this large. 100,000 was the
-    #: fastest cap for both input shapes of ``bench/job_bench.py --sweep`` (5,000, 20,000, 100,000
-    #: tried; the README's Known limits has the table); 200,000, alternated with it on a
-    #: 400,000-record backlog (``--cap-rounds``), won no more rounds and had the longest batches.
+    #: Records per micro-batch at most: a catch-up runs in batches this large. The fastest cap
+    #: that still bounds a batch's time and memory; see docs/decisions/0002-batch-cap.md.
     #: Chapter 05 shows what a cap is for.
     max_offsets_per_trigger: int | None = 100_000
-    #: ``fetch.max.wait.ms`` of the executors' Kafka consumers. Kafka's default, 500 ms, is what
-    #: a broker may hold a fetch that finds no new data; a task reading its offset range met that
-    #: wait on prefetches and spent ~0.5 s of a 0.54 s task waiting (50 sites x 3 partitions:
-    #: 150 such tasks a batch). 10 ms made a batch of 100,000 records 3x faster on that input.
-    #: The read now runs in 2 tasks of 75 partitions each, one after the other, and each partition
-    #: still met the wait once: 1 ms read the fleet's 200,000 records in 1.8 s against 2.6 s
-    #: (a batch read alternated three times; 0 ms was no faster, and 1 ms keeps the broker from
-    #: answering at once when a record is missing).
+    #: ``fetch.max.wait.ms`` of the executors' Kafka consumers. Kafka's default, 500 ms, is how
+    #: long a broker may hold an empty fetch, and every partition a task reads meets it once on
+    #: prefetches; see docs/decisions/0003-fetch-wait.md.
     fetch_max_wait_ms: int = 1
     #: Partitions of the session state (``spark.sql.shuffle.partitions`` for the query). A
-    #: checkpoint keeps the number it was started with, for good: a later run with another value
-    #: keeps the old one (``job run`` warns), and only a new checkpoint changes it. Each partition
+    #: checkpoint keeps the number it was started with, for good: ``job run`` refuses another
+    #: value (docs/job-config.md), and only a new checkpoint changes it. Each partition
     #: is a task per batch with its own Python worker and state-store commit, so on the sandbox's
-    #: two cores more partitions only cost (fleet backlog: 2 -> 8 -> 16 partitions in the README's
-    #: Known limits); set it to the cores the job will have at its largest before the first run.
+    #: two cores more partitions only cost (docs/decisions/0004-state-partitions.md); set it to
+    #: the cores the job will have at its largest before the first run.
     state_partitions: int = 2
     #: Tasks that read Kafka in each micro-batch: a number coalesces the Kafka partitions' offset
     #: ranges into that many tasks (each reads its share of the partitions one after another, in
     #: offset order); 0 is Spark's default, one task per Kafka partition with new records.
     #: Each task costs a launch and a fetch's round trip, so on the sandbox's two cores a fleet
-    #: batch of 150 partitions read in 2 tasks is faster (README, Known limits).
+    #: batch of 150 partitions read in 2 tasks is faster (docs/decisions/0005-input-tasks.md).
     input_tasks: int = 2
     #: Parquet files a sink task keeps open at once (``spark.sql.maxConcurrentOutputFileWriters``
     #: for the query). The sink is partitioned by output, and without open files Spark sorts
     #: every task's rows by the partition column before it writes them (a 16 MiB sort buffer a
     #: task, even for a few rows); with one file open per output folder (four) it writes them as
-    #: they come, and sorts only past that. On the fleet's backlog, alternated over six rounds
-    #: (bench/job_bench.py ``--writers-rounds``), that saved about 1.3 s of 16-20 s (README,
-    #: Known limits). 0 is Spark's default: sort.
+    #: they come, and sorts only past that: a little faster, and far less memory for a large
+    #: batch (docs/decisions/0006-sink-writers.md). 0 is Spark's default: sort.
     sink_writers: int = 4
     fail_on_data_loss: bool = True
     trigger: str = "5 seconds"
@@ -104,8 +96,8 @@ class JobConfig:
     raw_archive: bool = True
     topic_discovery_ms: int = 5_000
     name: str = "ordered-sessions"
-    #: The fastest of the three on this stack (``make bench-job``: records/s on a backlog and
-    #: p99 latency at a steady rate); the other two stay selectable for the comparison.
+    #: The fastest of the three on this stack, on a backlog and live; the other two stay
+    #: selectable for the comparison (docs/decisions/0001-operator.md).
     operator: Operator = "applyInPandasWithState"
     extra_kafka_options: dict[str, str] = field(default_factory=dict)
 

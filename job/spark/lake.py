@@ -54,8 +54,8 @@ def find_sink(spark, lake_root: str) -> str:
 
 #: The file sink's partition columns: one folder per output. Each stateful task writes one
 #: file per folder and batch, so a batch of a fleet writes a few files a task, not one per
-#: topic and output (about a hundred a task on 50 topics, and a quarter of the batch's time:
-#: README, Known limits). ``topic`` stays a column of the files; readers select it either way.
+#: topic and output (see docs/decisions/0008-lake-partitioned-by-output.md). ``topic`` stays a
+#: column of the files; readers select it either way.
 SINK_PARTITIONS: tuple[str, ...] = ("output",)
 #: The partition columns of a lake an older version of the job wrote: a folder per topic under
 #: each output. Spark refuses to read a folder whose files sit at two depths, so such a lake
@@ -142,13 +142,13 @@ def path_exists(spark, path: str) -> bool:
     return bool(fs.exists(hpath))
 
 
-#: Bytes per file in the sink log's compact file, in the job's lake (282 in the recovery bench's
-#: lake, run r718f95: full s3a:// paths of the outputs' files; README, Known limits).
+#: Bytes per file in the sink log's compact file, in the job's lake (full s3a:// paths of the
+#: outputs' files, as measured on the recovery bench's lake; docs/decisions/0020-sink-log-bound.md).
 SINK_LOG_ENTRY_BYTES = 282
 #: Files listed in the sink's log past which the job warns at its start. Every tenth batch
-#: Spark rewrites the whole list and every reader of the lake reads it: on this sandbox a
-#: rewrite took 0.5-0.7 s at 8,000 files, 3.2-3.5 s at 80,000 and 15 s at 400,000 (README,
-#: Known limits), so about 50,000 is where the job's 1 s trigger starts to feel it.
+#: Spark rewrites the whole list and every reader of the lake reads it, so the rewrite grows
+#: with the lake; about 50,000 files is where the job's 1 s trigger starts to feel it
+#: (docs/decisions/0020-sink-log-bound.md).
 SINK_LOG_WARN_FILES = 50_000
 
 
@@ -183,7 +183,7 @@ def sink_log_warning(sink: str, compact: tuple[int, int] | None, *, warn_files: 
         f"the lake's sink log {sink.rstrip('/')}/_spark_metadata lists about {files:,} files "
         f"({size / 1e6:.0f} MB in {batch}.compact): Spark rewrites that list every tenth batch and "
         f"every reader of the lake reads it, so both slow down as it grows (3.2-3.5 s a rewrite at "
-        f"80,000 files on the sandbox; README, Known limits). Start the next run on a new lake and "
+        f"80,000 files on the sandbox; docs/decisions/0020-sink-log-bound.md). Start the next run on a new lake and "
         f"checkpoint (--output, --checkpoint) to begin a small log; this lake stays readable as it is"
     )
 

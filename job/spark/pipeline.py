@@ -172,8 +172,8 @@ def freeze_worker_heap() -> None:
     objects, 10-25 ms on two busy cores), and the stateful operator's second Python call of a
     task (the timeout pass) waits for the first call's collection; Python's own collections,
     as the operator allocates, walk the same heap. Frozen, those objects are still freed by
-    reference counting; a collection only walks what was allocated since. Live, a steady
-    batch went from 579-616 to 493-498 ms (README, Known limits).
+    reference counting; a collection only walks what was allocated since: a steady live batch
+    is about a sixth shorter (docs/decisions/0012-python-worker-heap-freeze.md).
     The operators call this first thing, so it runs on the executors, once per worker.
     """
     global _worker_heap_frozen
@@ -245,7 +245,7 @@ def _make_processor(policy: str, window: int, idle_timeout_ms: int | None, *, ro
 
 def _make_group_function(policy: str, window: int, idle_timeout_ms: int | None):
     """The operator for ``applyInPandasWithState`` (Spark 3.4+), the job's default: of the three
-    APIs it ran fastest here (records/s and p99 latency, ``make bench-job``)."""
+    APIs it ran fastest here (docs/decisions/0001-operator.md)."""
 
     def on_group(key, frames, state) -> Iterator[pd.DataFrame]:
         freeze_worker_heap()
@@ -307,8 +307,9 @@ def session_input(spark, cfg: JobConfig, bootstrap: str, kafka=None):
     operator's input columns, hash-partitioned by session: the exchange the operator needs,
     made explicit so that the raw archive (:func:`raw_rows`) reads the same one. Spark plans
     the second use as a ``ReusedExchange``, so Kafka is read once per batch; a union of two
-    projections of the source scanned it twice (README, Known limits). Without a count the
-    exchange takes ``spark.sql.shuffle.partitions``, which a checkpoint restores as its own."""
+    projections of the source scanned it twice (docs/decisions/0007-raw-archive-in-sink.md).
+    Without a count the exchange takes ``spark.sql.shuffle.partitions``, which a checkpoint
+    restores as its own."""
     from pyspark.sql import functions as F
 
     kafka = kafka_stream(spark, cfg, bootstrap) if kafka is None else kafka
@@ -411,9 +412,9 @@ def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = N
     the sessions query, one query instead of two. None (the default): in the sink, unless
     the checkpoint holds the archive's own query (:func:`archive_query_kept`): switching
     would archive from the sessions query's offsets, not from where the archive query
-    stopped, so a record between the two would never be archived. One query measured faster
-    once the lake had one folder per output (bench/job_bench.py ``--raw-rounds``; README,
-    Known limits). Readers find the archive in either place (:func:`lake.read_raw`).
+    stopped, so a record between the two would never be archived. Why one query: see
+    docs/decisions/0007-raw-archive-in-sink.md. Readers find the archive in either place
+    (:func:`lake.read_raw`).
     ``partition_by`` writes a new sink in another layout than :data:`lake.SINK_PARTITIONS`
     (``--layout-rounds`` of the bench compares them); None: the sink's own
     (:func:`lake.sink_partitions`).

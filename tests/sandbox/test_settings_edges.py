@@ -65,7 +65,7 @@ def test_scratch_dir_is_fresh_per_call_and_lives_under_the_checkpoint_root(tmp_p
 
 
 def test_spark_s_jvms_compile_with_c1_only_unless_told_otherwise(tmp_path, monkeypatch):
-    """C1 only by default (README, Known limits: C2's compiler threads slowed every short
+    """C1 only by default (docs/decisions/0015-jit-c1-only.md: C2's compiler threads slowed every short
     application on two cores); ``OSL_SPARK_JIT=tiered`` gives the JVM's own default; anything
     else is refused naming the variable."""
     from sandbox import artifacts, cds
@@ -84,7 +84,7 @@ def test_spark_s_jvms_compile_with_c1_only_unless_told_otherwise(tmp_path, monke
 
 
 def test_the_executors_collect_with_the_parallel_collector_unless_told_otherwise(tmp_path, monkeypatch):
-    """Parallel by default (README, Known limits: G1's concurrent threads took a sixth of the
+    """Parallel by default (docs/decisions/0016-executor-gc.md: G1's concurrent threads took a sixth of the
     executors' CPU); ``OSL_SPARK_EXECUTOR_GC=g1`` swaps it and keeps the JIT and CDS options;
     the driver keeps the JVM's own; anything else is refused naming the variable."""
     from sandbox import artifacts, cds
