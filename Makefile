@@ -59,7 +59,7 @@ bench-jit: bootstrap
 bench-session: bootstrap
 	$(BIN)/python bench/session_bench.py
 
-# The recorded workbook as a static site (no chapter is run): open build/book/index.html.
+# The project's site: the recorded chapters (none is run), the README and docs/: open build/book/index.html.
 book: bootstrap
 	$(BIN)/python -m sandbox.book --out build/book
 
