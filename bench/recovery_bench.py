@@ -50,10 +50,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -101,6 +102,9 @@ class Schedule:
     systems after the job get the same rate."""
 
     target: str = "spark-worker-1"
+    #: the target of each failure in turn, when they differ (cycled): ("driver", "spark-worker")
+    #: kills the job's driver first, then a worker; empty: ``target`` every time
+    targets: tuple[str, ...] = ()
     action: str = "kill"
     failures: int = 5
     interval_s: float = 60.0
@@ -116,6 +120,10 @@ class Schedule:
     def times(self) -> list[float]:
         """Failure times in seconds after the producers started."""
         return [self.warmup_s + i * self.interval_s for i in range(self.failures)]
+
+    def target_at(self, i: int) -> str:
+        """The target of failure ``i`` (from 0)."""
+        return self.targets[i % len(self.targets)] if self.targets else self.target
 
 
 @dataclass
@@ -133,7 +141,8 @@ class SystemRun:
     rate: float = 0.0  # msg/s the producers were asked for
     capacity: dict | None = None  # the job's measured capacity (records/s, records, batches), when measured
     undone_ms: list[int] = field(default_factory=list)  # when each failure was undone
-    hit_cores: list[int] = field(default_factory=list)  # per kill of a Spark worker: executor cores on it (the master's count)
+    hit_cores: list[int | None] = field(default_factory=list)  # per failure: executor cores on a killed Spark worker (the master's count; None: no worker)
+    labels: list[str] = field(default_factory=list)  # per failure: what it did to the system (failure_label)
     restarts: int = 0  # brought back after a scheduled kill
     crashes: int = 0  # exited on its own and started again by the supervisor
 
@@ -222,6 +231,28 @@ def executors_around(run: SystemRun) -> list[dict]:
         placed = [placement[b] for ms, b in committed if f <= ms < until and b in placement]
         out.append({"before": before[-1] if before else None, "lowest": min(during) if during else None,
                     "state_on": len(set(placed[-1])) if placed else None})  # fmt: skip
+    return out
+
+
+def resumed_at(run: SystemRun) -> list[dict]:
+    """Per restart of the system's process (every ``start`` its worker logged after the
+    first): the last batch it logged before (``before``), the first after (``after``) and
+    the seconds from the process's start to that batch's commit (``first_commit_s``). A job
+    that resumed from its checkpoint goes on from there: the batch that was planned and not
+    committed runs again, or the next one (or the one after, when the last commit fell
+    between two of the worker's polls); one that started over would begin at batch 0."""
+    out: list[dict] = []
+    last, starts, started = None, 0, 0
+    for e in run.events:
+        if e.get("start"):
+            starts += 1
+            if starts > 1:
+                out.append({"before": last, "after": None, "first_commit_s": None})
+                started = e["ms"]
+        elif "batch" in e:
+            if out and out[-1]["after"] is None:
+                out[-1].update(after=e["batch"], first_commit_s=(e["ms"] - started) / 1000)
+            last = e["batch"]
     return out
 
 
@@ -604,7 +635,7 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     producer.start()
     sampler.start()
     try:
-        hit_cores: list[int] = []
+        hit_cores: list[int | None] = []
         failures_ms, undone_ms, ledger_path = _schedule(system, schedule, rate, worker, sandbox, producer, ledger, t0_ms, hit_cores)
         _append(files["stop.json"], {"ledger": ledger_path})
         say(f"{system}: producers done; draining and verifying")
@@ -617,28 +648,30 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     visible = sink_visibility(settings, verdict["sink_path"]) if system == "job" else _read_visible(files["visible.csv"])
     return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger_path,
                      events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
-                     rate=rate, capacity=capacity, undone_ms=undone_ms, hit_cores=hit_cores, restarts=worker.restarts, crashes=worker.crashes)  # fmt: skip
+                     rate=rate, capacity=capacity, undone_ms=undone_ms, hit_cores=hit_cores, restarts=worker.restarts, crashes=worker.crashes,
+                     labels=[failure_label(system, schedule, i) for i in range(schedule.failures)])  # fmt: skip
 
 
 def _schedule(system: str, schedule: Schedule, rate: float, worker: Supervised, sandbox, producer: threading.Thread,
-              ledger: dict[str, str], t0_ms: int, hit_cores: list[int]) -> tuple[list[int], list[int], str]:  # fmt: skip
+              ledger: dict[str, str], t0_ms: int, hit_cores: list[int | None]) -> tuple[list[int], list[int], str]:  # fmt: skip
     """Inject the failures on time while the producers run; return when each failure was
-    injected and undone, and the ledger. For a Spark worker, ``hit_cores`` gets the executor
-    cores the master counted on the killed worker the instant before each kill."""
-    what = failure_label(system, schedule)
+    injected and undone, and the ledger. ``hit_cores`` gets, per failure, the executor cores
+    the master counted on a killed Spark worker the instant before the kill (None: no worker)."""
+    labels = [failure_label(system, schedule, i) for i in range(schedule.failures)]
+    what = labels[0] if len(set(labels)) == 1 else " / ".join(dict.fromkeys(labels))
     say(f"{system}: producing {rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
         f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
     failures_ms, undone_ms = [], []
     for n, at in enumerate(schedule.times(), 1):
         time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
-        service = None
-        if not _own_process(system, schedule) and schedule.target.startswith("spark-worker"):
+        service, target = None, schedule.target_at(n - 1)
+        if not _own_process(system, target) and target.startswith("spark-worker"):
             cores = worker_cores(sandbox.settings)  # the master's view, the instant before the kill
-            service = busiest_worker(sandbox.settings, cores) if schedule.target == "spark-worker" else schedule.target
-            hit_cores.append(cores.get(service, 0))
+            service = busiest_worker(sandbox.settings, cores) if target == "spark-worker" else target
+        hit_cores.append(cores.get(service, 0) if service else None)
         failures_ms.append(int(time.time() * 1000))
-        undo = inject(system, schedule, sandbox, worker, service)
-        say(f"  failure {n}: {what} at t={(failures_ms[-1] - t0_ms) / 1000:.0f}s")
+        undo = inject(system, schedule, sandbox, worker, service, n - 1)
+        say(f"  failure {n}: {labels[n - 1]} at t={(failures_ms[-1] - t0_ms) / 1000:.0f}s")
         time.sleep(schedule.down_s)
         undo()
         undone_ms.append(int(time.time() * 1000))
@@ -672,33 +705,35 @@ def busiest_worker(settings, cores: dict[str, int] | None = None) -> str:
     return max(names, key=lambda n: (cores.get(n, -1), -names.index(n)))
 
 
-def _own_process(system: str, schedule: Schedule) -> bool:
+def _own_process(system: str, target: str) -> bool:
     # the baseline has no Spark: a Spark target means its one process
-    return schedule.target in PROCESS_TARGETS or (system == "baseline" and schedule.target.startswith("spark-"))
+    return target in PROCESS_TARGETS or (system == "baseline" and target.startswith("spark-"))
 
 
-def failure_label(system: str, schedule: Schedule) -> str:
-    """What a failure does to ``system``, in words: the log and the report say this, not the
-    schedule's target, which the baseline does not have."""
-    if _own_process(system, schedule):
+def failure_label(system: str, schedule: Schedule, i: int = 0) -> str:
+    """What failure ``i`` does to ``system``, in words: the log and the report say this, not
+    the schedule's target, which the baseline does not have."""
+    target = schedule.target_at(i)
+    if _own_process(system, target):
         restart = ", restarted by its supervisor" if schedule.action == "kill" else ""
         return f"{schedule.action} the {system}'s process{restart}"
-    return f"{schedule.action} {schedule.target}"
+    return f"{schedule.action} {target}"
 
 
-def inject(system: str, schedule: Schedule, sandbox, worker: Supervised, service: str | None = None) -> Callable[[], None]:
-    """Break the target now; return what brings it back. A Spark target means the
+def inject(system: str, schedule: Schedule, sandbox, worker: Supervised, service: str | None = None, i: int = 0) -> Callable[[], None]:
+    """Break failure ``i``'s target now; return what brings it back. A Spark target means the
     baseline's one process when the baseline runs; ``driver`` the job's process; a sandbox
     service otherwise: ``service`` when the caller has chosen one (for ``spark-worker``, the
-    worker :func:`busiest_worker` names), else the schedule's target."""
-    if _own_process(system, schedule):
+    worker :func:`busiest_worker` names), else the target."""
+    target = schedule.target_at(i)
+    if _own_process(system, target):
         if schedule.action == "kill":
             worker.kill()
             return worker.restart
         worker.pause()
         return worker.resume
-    service = service or schedule.target
-    if service != schedule.target:
+    service = service or target
+    if service != target:
         say(f"  the busiest worker is {service}")
     if schedule.action == "kill":
         sandbox.kill(service)
@@ -792,12 +827,37 @@ def job_capacity(runs: dict[str, SystemRun]) -> dict | None:
     return runs["job"].capacity if "job" in runs else None
 
 
-def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: dict[str, SystemRun]) -> None:
-    print(f"\nrecovery benchmark: {schedule.failures} failures every {schedule.interval_s:.0f}s (back after "
-          f"{schedule.down_s:.0f}s), {schedule.rate:.0f} msg/s, warm-up {schedule.warmup_s:.0f}s: "
-          + "; ".join(f"{system}: {failure_label(system, schedule)}" for system in reports))  # fmt: skip
+def like_for_like(schedules: Mapping[str, Schedule], reports: dict[str, RecoveryReport]) -> list[dict]:
+    """The failures every system took alike: at the same time, each system's own process
+    killed (or paused) and brought back by its supervisor. Per such failure, each system's
+    recovery times and the job's over the baseline's. A worker kill and a process kill are
+    different faults: no ratio is drawn between them."""
+    if not set(SYSTEMS) <= set(reports):
+        return []
+    out = []
+    for i, at in enumerate(schedules["job"].times()):
+        j = next((k for k, t in enumerate(schedules["baseline"].times()) if t == at), None)
+        if j is None or not (_own_process("job", schedules["job"].target_at(i)) and _own_process("baseline", schedules["baseline"].target_at(j))):
+            continue
+        if i >= len(reports["job"].failures) or j >= len(reports["baseline"].failures):
+            continue
+        entry: dict[str, Any] = {"at_s": at, "labels": {s: failure_label(s, schedules[s], k) for s, k in (("job", i), ("baseline", j))}}
+        for metric in ("throughput", "latency"):
+            job, base = (getattr(reports[s].failures[k], metric).recovery_time_s for s, k in (("job", i), ("baseline", j)))
+            entry[metric] = {"job": job, "baseline": base, "ratio": job / base if job is not None and base else None}
+        out.append(entry)
+    return out
+
+
+def print_report(schedules: Mapping[str, Schedule], reports: dict[str, RecoveryReport], runs: dict[str, SystemRun]) -> None:
+    first = schedules[next(iter(reports))]
+    print(f"\nrecovery benchmark: failures every {first.interval_s:.0f}s (back after {first.down_s:.0f}s), "
+          f"{first.rate:.0f} msg/s, warm-up {first.warmup_s:.0f}s")  # fmt: skip
+    for system in reports:
+        sc = schedules[system]
+        print(f"  {system}: " + ", ".join(f"{failure_label(system, sc, i)} at {t:.0f}s" for i, t in enumerate(sc.times())))
     if (capacity := job_capacity(runs)) is not None:
-        print(f"  the job's capacity: {capacity['capacity']:,.0f} records/s; input {schedule.rate / capacity['capacity']:.0%} of it")
+        print(f"  the job's capacity: {capacity['capacity']:,.0f} records/s; input {first.rate / capacity['capacity']:.0%} of it")
     print(f"  {'':<10}{'failure':>8}{'at':>6}{'thr impact':>11}{'thr recov':>10}{'p90 impact':>11}{'p90 recov':>10}{'lag peak':>10}")
     for system, report in reports.items():
         for f in report.failures:
@@ -813,48 +873,76 @@ def print_report(schedule: Schedule, reports: dict[str, RecoveryReport], runs: d
         if system == "job" and any(e["state_on"] for e in around):
             print(f"  job: executors that ran the state partitions in the last batch before each next failure (or the end): "
                   f"{[e['state_on'] for e in around]} (1: both on one executor, one after the other)")  # fmt: skip
-    if set(SYSTEMS) <= set(reports):
+    if not set(SYSTEMS) <= set(reports):
+        return
+    pairs = like_for_like(schedules, reports)
+    for pair in pairs:
+        print(f"  like for like at {pair['at_s']:.0f}s (each system's process killed, restarted by its supervisor):")
         for metric in ("throughput", "latency"):
-            med = {s: np.median([t for t in reports[s].recovery_times(metric) if t is not None] or [np.nan]) for s in SYSTEMS}
-            print(f"  median {metric} recovery: job {med['job']:.0f}s, baseline {med['baseline']:.0f}s "
-                  f"(job/baseline {med['job'] / med['baseline'] if med['baseline'] else float('nan'):.2f}x)")  # fmt: skip
+            x = pair[metric]
+            ratio = "-" if x["ratio"] is None else f"{x['ratio']:.2f}x"
+            print(f"    {metric} recovery: job {fmt_s(x['job'])}, baseline {fmt_s(x['baseline'])} (job/baseline {ratio})")
+    if not pairs:
+        print("  the systems took different faults at each failure: their recovery times are not compared; "
+              "--target driver kills each system's process, restarted by its supervisor")
 
 
-def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: str = "1 second", seed: int = 21,
-          detector: DetectorConfig | None = None, idle_s: float | None = None, out: Path = RESULTS,
+def mixed(report: RecoveryReport, labels: list[str]) -> RecoveryReport:
+    """``report`` with no stability verdict when its failures were of different kinds: a
+    trend across a worker kill and a driver kill would compare two different faults."""
+    if len(set(labels)) <= 1 or len(report.failures) < 2:
+        return report
+    done = "every failure recovered" if report.all_recovered else "not every failure recovered"
+    return replace(report, stable=None, verdict=f"{done}; the failures were of different kinds ({', '.join(dict.fromkeys(labels))}), "
+                                                "so no trend is read from them")  # fmt: skip
+
+
+def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ...] | None = None, trigger: str = "1 second",
+          seed: int = 21, detector: DetectorConfig | None = None, idle_s: float | None = None, out: Path = RESULTS,
           settings: Settings | None = None) -> dict:  # fmt: skip
     """Run the schedule on each system, write the tables, plots and summary; return the summary
     (with ``reports``: the detector's :class:`~job.drills.recovery.RecoveryReport` per system and
-    ``tables``: the per-second tables). ``settings``: the sandbox to run on (a chapter passes its
-    own); by default the one the environment names."""
+    ``tables``: the per-second tables). ``schedule`` may be one per system (``{"job": ...,
+    "baseline": ...}``, run in that order): the failures both take at the same time, each
+    system's process killed, are compared (:func:`like_for_like`). ``settings``: the sandbox to
+    run on (a chapter passes its own); by default the one the environment names."""
     from producers.run import new_run_id
     from sandbox import open_sandbox
 
-    if schedule.load is not None and systems[0] != "job":
-        raise SystemExit(f"a load of {schedule.load:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate")
+    if isinstance(schedule, Mapping):
+        schedules, systems = dict(schedule), tuple(systems or schedule)
+    else:
+        systems = systems or SYSTEMS
+        schedules = {s: schedule for s in systems}
+    lead = schedules[systems[0]]
+    if any(schedules[s].load is not None for s in systems) and systems[0] != "job":
+        raise SystemExit(f"a load of {lead.load or 0:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate")
     settings = settings or Settings.from_env()
     sb = open_sandbox(settings)
     say(f"sandbox: {shown(settings.state_dir)} (ports +{settings.ports.offset})")
     sb.up()
-    if schedule.target not in (*PROCESS_TARGETS, "spark-worker") and schedule.target not in sb.services():
-        raise SystemExit(f"--target {schedule.target!r}: use driver, spark-worker (the busiest) or one of {', '.join(sb.services())}")
+    for target in {t for s in systems for t in (schedules[s].targets or (schedules[s].target,))}:
+        if target not in (*PROCESS_TARGETS, "spark-worker") and target not in sb.services():
+            raise SystemExit(f"--target {target!r}: use driver, spark-worker (the busiest) or one of {', '.join(sb.services())}")
     run_id = new_run_id()
     work = out / f"recovery-{run_id}"
     work.mkdir(parents=True, exist_ok=True)
     cfg = detector or detector_for(trigger)  # the latency band at least one trigger interval wide
-    idle = idle_s or max(30.0, schedule.down_s + (60.0 if schedule.target == "kafka" else 20.0))
     runs, tables, lags, reports = {}, {}, [], {}
-    for n, system in enumerate(systems):
+    for system in systems:
+        sc = schedules[system]
+        targets = sc.targets or (sc.target,)
+        idle = idle_s or max(30.0, sc.down_s + (60.0 if "kafka" in targets else 20.0))
         prefix = f"rec-{run_id}-{system[0]}-"
-        measure = CAPACITY_RECORDS if system == "job" and schedule.load is not None else 0
-        runs[system] = run_system(system, schedule, settings=settings, sandbox=sb, work=work, prefix=prefix, seed=seed,
+        measure = CAPACITY_RECORDS if system == "job" and sc.load is not None else 0
+        runs[system] = run_system(system, sc, settings=settings, sandbox=sb, work=work, prefix=prefix, seed=seed,
                                   trigger=trigger, idle_s=idle, measure=measure)  # fmt: skip
         if measure:  # the systems after the job get the rate its capacity gave
-            schedule = replace(schedule, rate=runs[system].rate)
-        tables[system], lag = per_second(runs[system], schedule.duration_s)
+            schedules = {s: replace(x, rate=runs[system].rate) for s, x in schedules.items()}
+        tables[system], lag = per_second(runs[system], schedules[system].duration_s)
         lags.append(lag)
         failure_s = [(ms - runs[system].t0_ms) / 1000 for ms in runs[system].failures_ms]
-        reports[system] = analyse(tables[system], failure_s, cfg)
+        reports[system] = mixed(analyse(tables[system], failure_s, cfg), runs[system].labels)
     table = pd.concat(tables.values(), ignore_index=True)
     files = {"table": out / f"recovery-{run_id}.csv", "lag": out / f"recovery-{run_id}-lag.csv",
              "summary": out / f"recovery-{run_id}.json"}  # fmt: skip
@@ -865,19 +953,21 @@ def bench(schedule: Schedule, *, systems: tuple[str, ...] = SYSTEMS, trigger: st
     if png := plot_recovery_times(out / f"recovery-{run_id}-recovery.png", reports):
         files["recovery_plot"] = png
     summary = {
-        "run": run_id, "schedule": asdict(schedule), "trigger": trigger, "seed": seed, "cores": os.cpu_count(),
-        "capacity": job_capacity(runs),
+        "run": run_id, "schedule": asdict(schedules[systems[0]]), "schedules": {s: asdict(schedules[s]) for s in systems},
+        "trigger": trigger, "seed": seed, "cores": os.cpu_count(), "capacity": job_capacity(runs),
         "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
-                        "failures_s": [f.failure_s for f in reports[s].failures],
+                        "failures_s": [f.failure_s for f in reports[s].failures], "labels": runs[s].labels,
                         "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],
-                        "executors": executors_around(runs[s]), "hit_cores": runs[s].hit_cores,
+                        "executors": executors_around(runs[s]), "hit_cores": runs[s].hit_cores, "resumed": resumed_at(runs[s]),
                         "warmup_batch_s": warmup_batch_s(runs[s])} for s in systems},
+        "like_for_like": like_for_like(schedules, reports),
         "files": {k: str(v) for k, v in files.items()},
     }  # fmt: skip
     files["summary"].write_text(json.dumps(summary, indent=2, default=str))
-    print_report(schedule, reports, runs)
+    print_report(schedules, reports, runs)
     print("\n" + "\n".join(f"{k + ':':<15}{shown(v)}" for k, v in files.items()))
-    return {**summary, "schedule": schedule, "reports": reports, "tables": tables, "runs": runs}
+    return {**summary, "schedule": schedules[systems[0]], "schedules": schedules, "reports": reports, "tables": tables,
+            "runs": runs}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -893,7 +983,8 @@ def main(argv: list[str] | None = None) -> int:
         w.add_argument("--idle", type=float, default=30.0)
         w.add_argument("--measure", type=int, default=0, help="records of the capacity measurement (0: none)")
     parser.add_argument("--target", default=Schedule.target,
-                        help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1)")
+                        help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1); "
+                             "several, comma-separated, are taken in turn (driver,spark-worker)")
     parser.add_argument("--action", choices=ACTIONS, default=Schedule.action)
     parser.add_argument("--failures", type=int, default=Schedule.failures, help="(default %(default)s)")
     parser.add_argument("--interval", type=float, default=Schedule.interval_s, help="seconds between failures (default %(default)s)")
@@ -930,8 +1021,9 @@ def main(argv: list[str] | None = None) -> int:
     ] if not ok]  # fmt: skip
     if problems:
         parser.error("; ".join(problems))
-    schedule = Schedule(target=args.target, action=args.action, failures=args.failures, interval_s=args.interval,
-                        warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
+    targets = tuple(t.strip() for t in args.target.split(",") if t.strip())
+    schedule = Schedule(target=targets[0], targets=targets if len(targets) > 1 else (), action=args.action, failures=args.failures,
+                        interval_s=args.interval, warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
     result = bench(schedule, systems=systems, trigger=args.trigger, seed=args.seed,
                    detector=detector_for(args.trigger, latency_floor_ms=args.latency_floor, smooth_s=args.smooth, hold_s=args.hold))
     clean = all(r.verdict.get("ok") for r in result["runs"].values())

@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("--duration", type=float, help="stop watching after this many seconds (default: until interrupted)")
     _watch_options(watch)
     verify = sub.add_parser("verify", help="compare the lake with the producers' ledger")
-    verify.add_argument("--ledger", required=True, help="ledger directory or s3a:// prefix")
+    verify.add_argument("--ledger", required=True, action="append",
+                        help="ledger directory or s3a:// prefix; repeat it when several producer runs fed the job")  # fmt: skip
     verify.add_argument("--lake", dest="output", default=argparse.SUPPRESS, help="lake root (default: the run's, else s3a://<bucket>/job)")
     verify.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
     _job_options(verify, ("policy",), what=" the job ran with")

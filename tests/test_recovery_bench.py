@@ -160,6 +160,56 @@ def test_the_log_names_what_each_system_loses_not_a_target_the_baseline_does_not
     assert rb.failure_label("baseline", rb.Schedule(target="spark-worker-1", action="pause")) == "pause the baseline's process"
 
 
+def test_failures_can_take_their_targets_in_turn_and_the_log_names_each(rb):
+    mixed = rb.Schedule(targets=("driver", "spark-worker"), failures=3)
+    assert [mixed.target_at(i) for i in range(3)] == ["driver", "spark-worker", "driver"]
+    assert [rb.failure_label("job", mixed, i) for i in range(2)] == [
+        "kill the job's process, restarted by its supervisor", "kill spark-worker"]
+    sb, worker = FakeSandbox(), FakeWorker()
+    rb.inject("job", mixed, sb, worker, "spark-worker-2", 1)()
+    assert sb.calls == [("kill", "spark-worker-2"), ("restart", "spark-worker-2")] and worker.calls == []
+
+
+def _recovering(*times):
+    """A detector report whose failures recovered in ``times`` (s), throughput and latency alike."""
+    from types import SimpleNamespace as ns
+
+    return ns(failures=[ns(throughput=ns(recovery_time_s=t), latency=ns(recovery_time_s=t)) for t in times])
+
+
+def test_only_failures_that_hit_each_system_s_own_process_at_the_same_time_are_compared(rb):
+    job = rb.Schedule(targets=("driver", "spark-worker"), failures=2, warmup_s=30, interval_s=65)
+    baseline = rb.Schedule(target="driver", failures=1, warmup_s=30, interval_s=65)
+    pairs = rb.like_for_like({"job": job, "baseline": baseline}, {"job": _recovering(44.0, 31.0), "baseline": _recovering(16.0)})
+    assert [p["at_s"] for p in pairs] == [30.0]  # the worker kill at 95 s has no counterpart
+    assert pairs[0]["throughput"] == {"job": 44.0, "baseline": 16.0, "ratio": 2.75}
+    # a worker kill against a process kill at the same time: no ratio
+    workers = rb.Schedule(target="spark-worker", failures=2, warmup_s=30, interval_s=65)
+    assert rb.like_for_like({"job": workers, "baseline": workers}, {"job": _recovering(30.0, 34.0), "baseline": _recovering(16.0, 18.0)}) == []
+
+
+def test_a_trend_is_not_read_across_failures_of_different_kinds(rb):
+    from job.drills.recovery import detect
+
+    t = np.arange(200)
+    thr = np.where(((t >= 60) & (t < 70)) | ((t >= 120) & (t < 130)), 0, 100)
+    report = detect({"t": t, "throughput": thr, "latency_p90_ms": np.full(200, 1000)}, [60, 120])
+    assert report.stable is True
+    assert rb.mixed(report, ["kill spark-worker", "kill spark-worker"]) is report
+    mixed = rb.mixed(report, ["kill the job's process, restarted by its supervisor", "kill spark-worker"])
+    assert mixed.stable is None and mixed.all_recovered
+    assert mixed.verdict == ("every failure recovered; the failures were of different kinds (kill the job's process, "
+                             "restarted by its supervisor, kill spark-worker), so no trend is read from them")
+
+
+def test_a_restart_says_where_the_job_went_on_from(rb):
+    events = [{"ms": 1, "start": True}, *({"ms": 2 + b, "batch": b, "rows": 5} for b in range(4)),
+              {"ms": 9, "start": True}, {"ms": 10, "batch": 3, "rows": 5}, {"ms": 11, "batch": 4, "rows": 5},
+              {"ms": 12, "start": True}, {"ms": 13, "batch": 0, "rows": 5}]  # fmt: skip
+    assert rb.resumed_at(make_run(rb, events=events)) == [{"before": 3, "after": 3, "first_commit_s": 0.001},
+                                                          {"before": 4, "after": 0, "first_commit_s": 0.001}]  # fmt: skip
+
+
 def test_the_warm_up_batch_time_is_the_median_of_the_batches_with_input_before_the_first_failure(rb):
     run = make_run(rb, events=[
         {"ms": T0 - 500, "start_ms": T0 - 2000, "batch": 1, "rows": 5},  # began before the producers: not counted

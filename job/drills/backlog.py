@@ -29,12 +29,12 @@ from typing import Any
 
 from job.engine.errors import JobError
 from job.spark.config import JobConfig
-from job.spark.driver_api import batch_memory
+from job.spark.driver_api import batch_memory, memory_pool_bytes
 from job.spark.query_progress import offset_total, reached
 
 __all__ = [
     "BacklogError", "Batch", "CatchUp", "HighWatermarks", "batch_memory", "batches", "catch_up_time_s", "forecast",
-    "run_catch_up", "without_cap",
+    "memory_pool_bytes", "run_catch_up", "throughput", "without_cap",
 ]  # fmt: skip
 
 
@@ -93,16 +93,23 @@ def batches(progress: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tup
     return out
 
 
-def forecast(run: CatchUp, *, first: int = 3) -> float:
-    """The catch-up time the first ``first`` full batches predict: their throughput (rows over
-    the wall time from the first one's start to the last one's commit) in
-    :func:`catch_up_time_s` with the run's backlog and input rate. The query's very first
-    batch is left out: it also opens the state stores, which later batches do not pay for."""
+def throughput(run: CatchUp, *, first: int = 3) -> float:
+    """Records/s the first ``first`` full batches went at: the rows of all but the last over
+    the time from the first one's start to the last one's start. Start to start, because a
+    triggered query starts a batch on each trigger tick (or at once, when the last one ran
+    past it): this is the rate the backlog went down, bound by the cap over the trigger
+    interval or by the batches' own time, whichever is slower. The query's very first batch is
+    left out: it also opens the state stores, which later batches do not pay for."""
     full = [b for b in run.batches[1:] if run.full(b)][:first]
     if len(full) < first:
         raise BacklogError(f"{run.label}: only {len(full)} full batches of {run.cap} rows; a forecast needs {first}")
-    throughput = sum(b.input_rows for b in full) / (full[-1].end - full[0].start)
-    return catch_up_time_s(run.backlog, run.input_rate, throughput)
+    return sum(b.input_rows for b in full[:-1]) / (full[-1].start - full[0].start)
+
+
+def forecast(run: CatchUp, *, first: int = 3) -> float:
+    """The catch-up time the first ``first`` full batches predict: their :func:`throughput`
+    in :func:`catch_up_time_s` with the run's backlog and input rate."""
+    return catch_up_time_s(run.backlog, run.input_rate, throughput(run, first=first))
 
 
 class HighWatermarks:

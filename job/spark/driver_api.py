@@ -6,7 +6,8 @@ restart from another checkpoint keeps the name and the batch numbers, not the id
 are matched. The UI keeps the last ``spark.ui.retainedJobs`` / ``retainedStages`` (1,000
 each by default): older batches are left out.
 
-- :func:`batch_memory` -- per batch, the execution memory its tasks took and what they spilled.
+- :func:`batch_memory` -- per batch, the execution memory its tasks took and what they spilled;
+  :func:`memory_pool_bytes` -- the executors' memory pool that execution memory comes from.
 - :func:`last_stage_tasks` -- per batch, the tasks of its stateful stage;
   :func:`stateful_executors` -- the executors that ran them.
 """
@@ -17,7 +18,7 @@ import json
 import urllib.request
 from typing import Any
 
-__all__ = ["batch_jobs", "batch_memory", "get", "last_stage_tasks", "stateful_executors"]
+__all__ = ["batch_jobs", "batch_memory", "get", "last_stage_tasks", "memory_pool_bytes", "stateful_executors"]
 
 
 def get(url: str) -> Any:
@@ -54,6 +55,14 @@ def batch_memory(spark, query_name: str, query_id: str) -> dict[int, dict[str, i
         out[batch] = {"peak_execution_bytes": max([0, *(s.get("peakExecutionMemory", 0) for s in mine)]),
                       "spilled_bytes": sum(s.get("memoryBytesSpilled", 0) for s in mine)}  # fmt: skip
     return out
+
+
+def memory_pool_bytes(spark) -> int:
+    """The executors' unified memory pools, summed (``maxMemory`` of every executor but the
+    driver): (heap - 300 MB) x ``spark.memory.fraction``, shared by execution (sorts,
+    aggregations) and cached blocks. A batch whose execution memory outgrows its executor's
+    pool spills to disk; one that cannot spill fails with an out-of-memory error."""
+    return sum(int(e.get("maxMemory", 0)) for e in get(f"{_base(spark)}/executors") if e.get("id") != "driver")
 
 
 def last_stage_tasks(spark, query_name: str, query_id: str) -> dict[int, list[dict]]:

@@ -6,6 +6,7 @@ memory included) is one line, never a hang."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from job.engine.errors import LakeError, VerifierResourceError
@@ -150,8 +151,10 @@ def check_lake(settings, lake_root: str) -> None:
         raise LakeError(lake_root, f"no job output here ({metadata} is missing)", fix)
 
 
-def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, preflight: bool = False, deleted=()):
-    """The report of :func:`job.verify.verifier.check` for the ledger at ``ledger`` and the lake
+def verify_lake(settings, *, ledger: str | Sequence[str], lake: str, policy: str, spark=None, preflight: bool = False,
+                deleted=()):  # fmt: skip
+    """The report of :func:`job.verify.verifier.check` for the ledger at ``ledger`` (or the
+    ledgers, one per producer run, when several runs fed one job) and the lake
     root ``lake`` (``deleted``: the offset ranges Kafka deleted before the job read them), judged
     inside Spark on groups of whole sessions (:mod:`job.verify.spark_check`): the driver's memory
     follows the anomalies and sessions, not the lake's rows.
@@ -165,15 +168,15 @@ def verify_lake(settings, *, ledger: str, lake: str, policy: str, spark=None, pr
     from producers.ledger import ledger_parts
 
     # A local ledger's wrong path is said first; an s3a:// one once MinIO is known to answer.
-    in_s3 = ledger.startswith(("s3a://", "s3://"))
-    parts = None if in_s3 else ledger_parts(ledger)
+    ledgers = [ledger] if isinstance(ledger, str) else list(ledger)
+    local = [ledger_parts(one) for one in ledgers if not one.startswith(("s3a://", "s3://"))]
     if preflight:
         from sandbox.health import require
 
         require(settings, "minio")
         check_lake(settings, lake)
-    if parts is None:
-        parts = ledger_parts(ledger, s3=_s3_target(settings))
+    remote = [ledger_parts(one, s3=_s3_target(settings)) for one in ledgers if one.startswith(("s3a://", "s3://"))]
+    parts = [part for found in (*local, *remote) for part in found]
     own = spark is None
     spark = spark or verifier_session(settings)
     with fatal_errors(settings) if own else contextlib.nullcontext():

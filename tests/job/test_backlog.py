@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from job.drills.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast
+from job.drills.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast, throughput
 
 
 def test_catch_up_time_is_the_backlog_over_the_throughput_left_after_the_input():
@@ -96,6 +96,14 @@ def test_the_forecast_uses_the_first_full_batches_after_the_querys_first():
             _batch(3, 34, 36, 1000, 6000), _batch(4, 36, 37, 200, 0)]  # fmt: skip
     # batches 1-3: 3000 rows from 30 to 36 -> 500 records/s; 5000 / (500 - 100)
     assert forecast(_run(full)) == pytest.approx(12.5)
+
+
+def test_the_rate_is_taken_start_to_start_so_a_trigger_bound_job_is_not_credited_with_its_idle_time():
+    # each batch takes 0.5 s of its 2 s trigger: the backlog goes down 1000 rows per 2 s, not per 0.5 s
+    ticks = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 30.5, 1000, 8000), _batch(2, 32, 32.5, 1000, 7000),
+             _batch(3, 34, 34.5, 1000, 6000), _batch(4, 36, 36.2, 200, 0)]  # fmt: skip
+    assert throughput(_run(ticks)) == pytest.approx(500.0)
+    assert forecast(_run(ticks)) == pytest.approx(12.5)  # 5000 / (500 - 100)
 
 
 def test_a_forecast_without_enough_full_batches_says_how_many_it_had():
