@@ -10,6 +10,7 @@ the file sink's layout, the checkpoint and the query progress.
 - :mod:`job.spark.interrupts` — Ctrl-C while the driver waits on Spark, without a screen of
   Py4J tracebacks.
 
-May import: :mod:`job.engine`, ``producers``. Never the verifier, the operator's tools, the
-drills or the baseline.
+May import: :mod:`job.engine`, ``producers`` (contract, kafka) and ``sandbox.progress``
+(``JOB_OUTSIDE`` in ``tests/test_layering.py`` says why). Never the verifier, the operator's
+tools, the drills or the baseline.
 """
