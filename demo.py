@@ -84,7 +84,8 @@ def explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | 
     None for a bug (which should show its traceback)."""
     from confluent_kafka import KafkaException
 
-    from job.engine.errors import JobError, query_error
+    from job.engine.errors import JobError
+    from job.spark.errors import query_error
     from producers.errors import ProducerError
 
     logs = f"{settings.state_dir / 'logs'}" if settings else "the sandbox's logs folder"
@@ -153,8 +154,7 @@ def _demo_in_compose(settings: Settings, argv: list[str] | None) -> int:
 
 
 def _pipeline(settings: Settings, args) -> bool:
-    from job.engine import interrupts
-    from job.spark import pipeline
+    from job.spark import interrupts, pipeline
     from job.spark.config import job_config
     from job.verify.lake_check import verify_lake
     from producers.errors import ProducerError

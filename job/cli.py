@@ -215,8 +215,7 @@ def _run(args, settings) -> int:
         print("warning: --prefix is deprecated and will go away; use --topic-prefix (the producers' name for it)", file=sys.stderr)
         args.topic_prefix = args.deprecated_prefix
     cfg = saved.from_args(args, settings, _RUN_FIELDS)
-    from job.engine import interrupts
-    from job.spark import lake
+    from job.spark import interrupts, lake
     from sandbox.health import require
     from sandbox.spark import driver_log, spark_session
 
@@ -294,9 +293,8 @@ def _run_queries(args, spark, cfg, settings) -> int:
 def _follow(queries: list, duration: float | None) -> None:
     """Print each new batch until ``duration`` is up or a query ends (an available-now run
     ends by itself); a query that failed raises the error a user can act on."""
-    from job.engine import interrupts
-    from job.engine.errors import query_error
-    from job.spark import pipeline
+    from job.spark import interrupts, pipeline
+    from job.spark.errors import query_error
 
     deadline = time.monotonic() + duration if duration else None
     last = None

@@ -5,6 +5,7 @@
 - :mod:`job.ops.dataloss` — what Kafka's retention deleted before the job read it.
 - :mod:`job.ops.watch` — the watchdog: failed, stalled or lagging queries, told to a human.
 
-May import: :mod:`job.verify`, :mod:`job.spark`, :mod:`job.engine`, ``producers``. Never
+May import: :mod:`job.verify`, :mod:`job.spark`, :mod:`job.engine`, the modules of
+``producers`` and ``sandbox`` that ``JOB_OUTSIDE`` in ``tests/test_layering.py`` lists. Never
 the drills or the command line.
 """

@@ -521,8 +521,8 @@ def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float 
     when a query dies or is stopped before it got there, and
     :class:`~job.engine.errors.DrainTimeoutError` (with the records left) after ``timeout_s``.
     """
-    from job.engine import interrupts
     from job.engine.errors import DrainTimeoutError
+    from job.spark import interrupts
     from sandbox.progress import Ticker
 
     targets = source_end_offsets(bootstrap, topic_prefix)
@@ -562,8 +562,8 @@ def executor_count(query) -> int | None:
 
 def wait(query, seconds: float) -> None:
     """``awaitTermination(seconds)``, with a query's failure raised as the error a user can
-    act on (:func:`~job.engine.errors.query_error`) instead of a Py4J-wrapped one."""
-    from job.engine.errors import query_error
+    act on (:func:`~job.spark.errors.query_error`) instead of a Py4J-wrapped one."""
+    from job.spark.errors import query_error
 
     try:
         query.awaitTermination(seconds)
@@ -592,7 +592,8 @@ def await_all(queries: list, *, timeout_s: float) -> None:
 
 def raise_if_dead(query) -> None:
     """Raise the error a user can act on when ``query`` failed or was stopped."""
-    from job.engine.errors import QueryFailedError, query_error
+    from job.engine.errors import QueryFailedError
+    from job.spark.errors import query_error
 
     exc = query.exception()
     if exc is not None:

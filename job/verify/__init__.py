@@ -5,5 +5,7 @@
 - :mod:`job.verify.lake_check` — read a lake through Spark and the ledger, then check.
 - :mod:`job.verify.archive_check` — every delivered record must be in the raw archive.
 
-May import: :mod:`job.engine`, the readers of :mod:`job.spark` (``lake``), ``producers``.
+May import: :mod:`job.engine`, the readers of :mod:`job.spark` (``lake``), ``producers``
+(contract, expected, faults, ledger); only :mod:`~job.verify.lake_check` the sandbox's Spark
+session and health checks (``JOB_OUTSIDE`` in ``tests/test_layering.py`` says why).
 """

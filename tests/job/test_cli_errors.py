@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from job.engine.errors import IntegrityError, QueryFailedError, query_error
+from job.engine.errors import IntegrityError, QueryFailedError
+from job.spark.errors import query_error
 from tests.ports import free_port_offset
 
 ROOT = Path(__file__).resolve().parents[2]

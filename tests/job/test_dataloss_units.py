@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from job.engine.errors import DataLossError, QueryFailedError, query_error
+from job.engine.errors import DataLossError, QueryFailedError
 from job.engine.session import step
 from job.ops.dataloss import (
     KAFKA_DELETED,
@@ -17,6 +17,7 @@ from job.ops.dataloss import (
     session_losses,
     unread_deleted,
 )
+from job.spark.errors import query_error
 from job.verify.verifier import check, output_frames
 from tests.job.test_verify_check import BASE, TOPIC, arrivals, ledger
 
