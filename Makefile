@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-jit bench-session bench-recovery bench-verify book lock clean
+.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-jit bench-session bench-recovery bench-verify book lock format lint clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -62,6 +62,15 @@ bench-session: bootstrap
 # The project's site: the recorded chapters (none is run), the README and docs/: open build/book/index.html.
 book: bootstrap
 	$(BIN)/python -m sandbox.book --out build/book
+
+# The one formatter and linter (pyproject.toml [tool.ruff]); tests/test_lint.py checks both.
+format: bootstrap
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+lint: bootstrap
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 lock:
 	PYTHON=$(PYTHON) bash scripts/lock.sh

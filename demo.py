@@ -189,7 +189,9 @@ def _pipeline(settings: Settings, args) -> bool:
             summary["exception"] = exc
 
     producer = threading.Thread(target=produce, name="producers", daemon=True)
-    print(f"\n== 3. the job: policy {cfg.policy}, Spark master {settings.endpoints().spark_master} (driver log {driver_log(settings)})")
+    print(
+        f"\n== 3. the job: policy {cfg.policy}, Spark master {settings.endpoints().spark_master} (driver log {driver_log(settings)})"
+    )
     # The producers start first and send while the Spark application starts (10-15 s): the job
     # reads its topics from their first offset, so what it finds waiting is a backlog, not a loss.
     producing_since = time.monotonic()

@@ -64,15 +64,32 @@ def main() -> int:
     parser.add_argument("--cap", type=int, default=500, help="maxOffsetsPerTrigger (default 500)")
     parser.add_argument("--fleet", action="store_true", help="50 sites x 20 sessions instead of 4 x 2")
     parser.add_argument("--warm-up", choices=("none", "python", "s3a"), default="none")
-    parser.add_argument("--queries", type=int, default=1,
-                        help="queries run one after another on the same application and backlog (default 1): "
-                             "the second one's first batch is a warm application's")
-    parser.add_argument("--input-tasks", type=int, default=None,
-                        help="JobConfig.input_tasks: Kafka read in this many tasks, 0 for one per Kafka partition (default: the job's)")
-    parser.add_argument("--fetch-wait-ms", type=int, default=None,
-                        help="JobConfig.fetch_max_wait_ms: the executors' Kafka fetch.max.wait.ms (default: the job's)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting for the application (repeatable), e.g. spark.kafka.consumer.cache.capacity=256")
+    parser.add_argument(
+        "--queries",
+        type=int,
+        default=1,
+        help="queries run one after another on the same application and backlog (default 1): "
+        "the second one's first batch is a warm application's",
+    )
+    parser.add_argument(
+        "--input-tasks",
+        type=int,
+        default=None,
+        help="JobConfig.input_tasks: Kafka read in this many tasks, 0 for one per Kafka partition (default: the job's)",
+    )
+    parser.add_argument(
+        "--fetch-wait-ms",
+        type=int,
+        default=None,
+        help="JobConfig.fetch_max_wait_ms: the executors' Kafka fetch.max.wait.ms (default: the job's)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the application (repeatable), e.g. spark.kafka.consumer.cache.capacity=256",
+    )
     args = parser.parse_args()
     extra = dict(item.partition("=")[::2] for item in args.conf)
     if any(not key or not value for key, value in extra.items()):

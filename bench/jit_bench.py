@@ -102,7 +102,9 @@ def main() -> int:
             done = subprocess.run(argv, env={**os.environ, "OSL_SPARK_JIT": mode}, capture_output=True, text=True, timeout=1800)
             line = next((x for x in done.stdout.splitlines() if x.startswith("JIT-RESULT ")), None)
             if done.returncode != 0 or line is None:
-                print(f"jit bench: the {mode} application failed (exit {done.returncode}):\n{done.stderr[-3000:]}", file=sys.stderr)
+                print(
+                    f"jit bench: the {mode} application failed (exit {done.returncode}):\n{done.stderr[-3000:]}", file=sys.stderr
+                )
                 return 1
             result = json.loads(line.removeprefix("JIT-RESULT ")) | {"round": round_ + 1}
             results.append(result)
@@ -116,8 +118,10 @@ def main() -> int:
     print(f"\n{'mode':8} {'round':>5} {'session s':>10} {'1st batch s':>12} {'later s':>8}  fleet runs (s, x baseline)")
     for r in results:
         fleet = ", ".join(f"{s:.1f} ({baseline.wall_s / s:.2f}x)" for s in r["fleet_s"])
-        print(f"{r['mode']:8} {r['round']:>5} {r['session_s']:>10.1f} {r['first_batch_ms'] / 1000:>12.1f} "
-              f"{(r['later_batch_median_ms'] or 0) / 1000:>8.2f}  {fleet}")
+        print(
+            f"{r['mode']:8} {r['round']:>5} {r['session_s']:>10.1f} {r['first_batch_ms'] / 1000:>12.1f} "
+            f"{(r['later_batch_median_ms'] or 0) / 1000:>8.2f}  {fleet}"
+        )
     print(f"baseline: {baseline.per_s:,.0f} records/s; results in {path}")
     return 0
 

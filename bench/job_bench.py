@@ -331,8 +331,11 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
     wall = time.monotonic() - started
     visible = sink_visibility(settings, cfg.sink_path)
     say(f"  drained {wall:.0f}s after the producers started")
-    name = (f"job, {operator}" + ("" if input_tasks is None else f", input tasks {input_tasks or 'per partition'}")
-            + (", archive" if archive else ""))
+    name = (
+        f"job, {operator}"
+        + ("" if input_tasks is None else f", input tasks {input_tasks or 'per partition'}")
+        + (", archive" if archive else "")
+    )
     out = latencies(name, ledger_ok(ledger), visible)
     out.batch_ms = [float(p["durationMs"]["triggerExecution"]) for p in batches_with_input(queries[0])]
     return out
@@ -458,9 +461,12 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     """The command line, checked, and the operators it names (exits with status 2 on bad input)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=None, help="backlog size (default 20000; 200000 with --sweep)")
-    parser.add_argument("--sweep", action="store_true",
-                        help="instead of the backlog phase: per shape, every operator, then batch caps, then state "
-                             "partitions, then the raw archive on, each stage keeping the fastest of the one before")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="instead of the backlog phase: per shape, every operator, then batch caps, then state "
+        "partitions, then the raw archive on, each stage keeping the fastest of the one before",
+    )
     parser.add_argument("--shapes", default="4x2,50x20", help="sweep: input shapes SITESxSESSIONS (default 4x2,50x20)")
     parser.add_argument("--caps", default="5000,20000,100000,0", help="sweep: maxOffsetsPerTrigger values, 0 = uncapped")
     parser.add_argument("--partitions", default="2,4,8", help="sweep: state (shuffle) partitions")
@@ -473,26 +479,45 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-warmup", action="store_true", help="no untimed warm-up run of the Spark application")
     for flag, (what, _) in ROUNDS.items():
-        parser.add_argument(f"--{flag}-rounds", type=int, default=0,
-                            help=f"sweep: then this many rounds of {what}, alternating on the warm application (the "
-                                 "stages' order drifts: each run is faster than the last)")
-    parser.add_argument("--no-side-stages", action="store_true",
-                        help="sweep: skip the side stages (Kafka's fetch wait, the raw archive, RocksDB's row count); "
-                             f"with {' or '.join(f'--{flag}-rounds' for flag in ROUNDS)}, for the rounds alone")
-    parser.add_argument("--live-input-tasks", default="",
-                        help="live phase: run the job once per value of JobConfig.input_tasks, 0 = one task per Kafka "
-                             "partition (default: the job's default only)")
-    parser.add_argument("--live-archive", default="off",
-                        help="live phase: the raw archive off, on (in the sink, the job's default) or off,on to alternate "
-                             "(default off)")
+        parser.add_argument(
+            f"--{flag}-rounds",
+            type=int,
+            default=0,
+            help=f"sweep: then this many rounds of {what}, alternating on the warm application (the "
+            "stages' order drifts: each run is faster than the last)",
+        )
+    parser.add_argument(
+        "--no-side-stages",
+        action="store_true",
+        help="sweep: skip the side stages (Kafka's fetch wait, the raw archive, RocksDB's row count); "
+        f"with {' or '.join(f'--{flag}-rounds' for flag in ROUNDS)}, for the rounds alone",
+    )
+    parser.add_argument(
+        "--live-input-tasks",
+        default="",
+        help="live phase: run the job once per value of JobConfig.input_tasks, 0 = one task per Kafka "
+        "partition (default: the job's default only)",
+    )
+    parser.add_argument(
+        "--live-archive",
+        default="off",
+        help="live phase: the raw archive off, on (in the sink, the job's default) or off,on to alternate (default off)",
+    )
     parser.add_argument("--live-rounds", type=int, default=1, help="live phase: repeat the job's runs, alternating")
-    parser.add_argument("--baseline-runs", type=int, default=3,
-                        help="backlog and sweep: run the baseline this many times on each input and divide by the "
-                             "median run (default 3: one run's time varies by up to 12 %%)")
-    parser.add_argument("--executor-gc", choices=sorted(EXECUTOR_GC_OPTIONS),
-                        help="the executors' garbage collector for this run's application (default: OSL_SPARK_EXECUTOR_GC, "
-                             "else parallel, the sandbox's; g1 is the JVM's own choice): an application's setting, so "
-                             "compare by alternating whole runs")
+    parser.add_argument(
+        "--baseline-runs",
+        type=int,
+        default=3,
+        help="backlog and sweep: run the baseline this many times on each input and divide by the "
+        "median run (default 3: one run's time varies by up to 12 %%)",
+    )
+    parser.add_argument(
+        "--executor-gc",
+        choices=sorted(EXECUTOR_GC_OPTIONS),
+        help="the executors' garbage collector for this run's application (default: OSL_SPARK_EXECUTOR_GC, "
+        "else parallel, the sandbox's; g1 is the JVM's own choice): an application's setting, so "
+        "compare by alternating whole runs",
+    )
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     if args.messages is None:
@@ -517,7 +542,9 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     operators = [o.strip() for o in args.operators.split(",") if o.strip()]
     unknown = sorted(set(operators) - set(OPERATORS))
     if unknown or args.messages < 100 or args.rate <= 0 or args.duration <= 0:
-        parser.error(f"--operators takes {', '.join(OPERATORS)}; --messages >= 100; --rate, --duration > 0 (got {unknown or args})")
+        parser.error(
+            f"--operators takes {', '.join(OPERATORS)}; --messages >= 100; --rate, --duration > 0 (got {unknown or args})"
+        )
     return args, operators
 
 
@@ -653,10 +680,14 @@ ROUND_LABELS = tuple(label for _, variants in ROUNDS.values() for label, _ in va
 
 def print_sweep(rows: list[Throughput]) -> None:
     """The sweep's one table: every run against its shape's baseline, with the per-batch parts."""
-    print("\nsweep: backlog from the earliest offset, available-now; median ms per steady batch; "
-          "x = records/s against the baseline on the same input")
-    head = (f"  {'shape':<7}{'stage':<15}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>8}{'wait':>5}{'in':>4}{'batches':>8}{'wall s':>8}"
-            f"{'rec/s':>8}{'x':>6}{'batch':>7}{'latest':>7}{'plan':>6}{'addBatch':>9}{'wal':>6}{'commit':>7}{'state':>7}  verified")
+    print(
+        "\nsweep: backlog from the earliest offset, available-now; median ms per steady batch; "
+        "x = records/s against the baseline on the same input"
+    )
+    head = (
+        f"  {'shape':<7}{'stage':<15}{'operator':<27}{'cap':>7}{'parts':>6}{'raw':>8}{'wait':>5}{'in':>4}{'batches':>8}{'wall s':>8}"
+        f"{'rec/s':>8}{'x':>6}{'batch':>7}{'latest':>7}{'plan':>6}{'addBatch':>9}{'wal':>6}{'commit':>7}{'state':>7}  verified"
+    )
     print(head)
     base = None
     for t in rows:
@@ -685,8 +716,11 @@ def live_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, 
     runs = [(o, tasks, archive) for _ in range(args.live_rounds) for o in operators for tasks in args.live_input_tasks
             for archive in args.live_archive]  # fmt: skip
     for n, (operator, tasks, archive) in enumerate(runs):
-        say(f"live: job with {operator}, trigger {args.trigger}" + ("" if tasks is None else f", input tasks {tasks}")
-            + (", the raw archive in the sink" if archive else ""))
+        say(
+            f"live: job with {operator}, trigger {args.trigger}"
+            + ("" if tasks is None else f", input tasks {tasks}")
+            + (", the raw archive in the sink" if archive else "")
+        )
         live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
                                  rate=args.rate, duration=args.duration, trigger=args.trigger, tag=f"{run}-{n}",
                                  input_tasks=tasks, archive=archive))  # fmt: skip

@@ -141,7 +141,9 @@ class SystemRun:
     rate: float = 0.0  # msg/s the producers were asked for
     capacity: dict | None = None  # the job's measured capacity (records/s, records, batches), when measured
     undone_ms: list[int] = field(default_factory=list)  # when each failure was undone
-    hit_cores: list[int | None] = field(default_factory=list)  # per failure: executor cores on a killed Spark worker (the master's count; None: no worker)
+    hit_cores: list[int | None] = field(
+        default_factory=list
+    )  # per failure: executor cores on a killed Spark worker (the master's count; None: no worker)
     labels: list[str] = field(default_factory=list)  # per failure: what it did to the system (failure_label)
     restarts: int = 0  # brought back after a scheduled kill
     crashes: int = 0  # exited on its own and started again by the supervisor
@@ -379,7 +381,9 @@ class Supervised:
                 return
             self.crashes += 1
             if self.crashes > self.max_crashes:
-                self.failed = f"the {self.name} worker crashed {self.crashes} times (last exit code {proc.returncode}); see {self.log}"
+                self.failed = (
+                    f"the {self.name} worker crashed {self.crashes} times (last exit code {proc.returncode}); see {self.log}"
+                )
                 say(f"  {self.failed}")
                 return
             say(f"  {self.name} exited with code {proc.returncode}; the supervisor starts it again")
@@ -597,7 +601,12 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
     else:
         argv = [sys.executable, script, "baseline-worker", *common, "--visible", str(files["visible.csv"]), "--idle", str(idle_s)]
     # the worker runs on the caller's sandbox, whatever the environment would default to
-    env = {**os.environ, "OSL_STATE_DIR": str(settings.state_dir), "OSL_PORT_OFFSET": str(settings.ports.offset), "OSL_BACKEND": settings.backend}
+    env = {
+        **os.environ,
+        "OSL_STATE_DIR": str(settings.state_dir),
+        "OSL_PORT_OFFSET": str(settings.ports.offset),
+        "OSL_BACKEND": settings.backend,
+    }
     worker = Supervised(system, argv, files["worker.log"], env=env)
     say(f"{system}: starting the worker (log {shown(files['worker.log'])})")
     worker.start()
@@ -636,7 +645,9 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     sampler.start()
     try:
         hit_cores: list[int | None] = []
-        failures_ms, undone_ms, ledger_path = _schedule(system, schedule, rate, worker, sandbox, producer, ledger, t0_ms, hit_cores)
+        failures_ms, undone_ms, ledger_path = _schedule(
+            system, schedule, rate, worker, sandbox, producer, ledger, t0_ms, hit_cores
+        )
         _append(files["stop.json"], {"ledger": ledger_path})
         say(f"{system}: producers done; draining and verifying")
         finished = worker.wait(1200)
@@ -720,7 +731,9 @@ def failure_label(system: str, schedule: Schedule, i: int = 0) -> str:
     return f"{schedule.action} {target}"
 
 
-def inject(system: str, schedule: Schedule, sandbox, worker: Supervised, service: str | None = None, i: int = 0) -> Callable[[], None]:
+def inject(
+    system: str, schedule: Schedule, sandbox, worker: Supervised, service: str | None = None, i: int = 0
+) -> Callable[[], None]:
     """Break failure ``i``'s target now; return what brings it back. A Spark target means the
     baseline's one process when the baseline runs; ``driver`` the job's process; a sandbox
     service otherwise: ``service`` when the caller has chosen one (for ``spark-worker``, the
@@ -837,11 +850,16 @@ def like_for_like(schedules: Mapping[str, Schedule], reports: dict[str, Recovery
     out = []
     for i, at in enumerate(schedules["job"].times()):
         j = next((k for k, t in enumerate(schedules["baseline"].times()) if t == at), None)
-        if j is None or not (_own_process("job", schedules["job"].target_at(i)) and _own_process("baseline", schedules["baseline"].target_at(j))):
+        if j is None or not (
+            _own_process("job", schedules["job"].target_at(i)) and _own_process("baseline", schedules["baseline"].target_at(j))
+        ):
             continue
         if i >= len(reports["job"].failures) or j >= len(reports["baseline"].failures):
             continue
-        entry: dict[str, Any] = {"at_s": at, "labels": {s: failure_label(s, schedules[s], k) for s, k in (("job", i), ("baseline", j))}}
+        entry: dict[str, Any] = {
+            "at_s": at,
+            "labels": {s: failure_label(s, schedules[s], k) for s, k in (("job", i), ("baseline", j))},
+        }
         for metric in ("throughput", "latency"):
             job, base = (getattr(reports[s].failures[k], metric).recovery_time_s for s, k in (("job", i), ("baseline", j)))
             entry[metric] = {"job": job, "baseline": base, "ratio": job / base if job is not None and base else None}
@@ -858,7 +876,9 @@ def print_report(schedules: Mapping[str, Schedule], reports: dict[str, RecoveryR
         print(f"  {system}: " + ", ".join(f"{failure_label(system, sc, i)} at {t:.0f}s" for i, t in enumerate(sc.times())))
     if (capacity := job_capacity(runs)) is not None:
         print(f"  the job's capacity: {capacity['capacity']:,.0f} records/s; input {first.rate / capacity['capacity']:.0%} of it")
-    print(f"  {'':<10}{'failure':>8}{'at':>6}{'thr impact':>11}{'thr recov':>10}{'p90 impact':>11}{'p90 recov':>10}{'lag peak':>10}")
+    print(
+        f"  {'':<10}{'failure':>8}{'at':>6}{'thr impact':>11}{'thr recov':>10}{'p90 impact':>11}{'p90 recov':>10}{'lag peak':>10}"
+    )
     for system, report in reports.items():
         for f in report.failures:
             imp = lambda m: "-" if m.impact_s is None else f"+{m.impact_s - f.failure_s:.0f}s"  # noqa: E731
@@ -883,8 +903,10 @@ def print_report(schedules: Mapping[str, Schedule], reports: dict[str, RecoveryR
             ratio = "-" if x["ratio"] is None else f"{x['ratio']:.2f}x"
             print(f"    {metric} recovery: job {fmt_s(x['job'])}, baseline {fmt_s(x['baseline'])} (job/baseline {ratio})")
     if not pairs:
-        print("  the systems took different faults at each failure: their recovery times are not compared; "
-              "--target driver kills each system's process, restarted by its supervisor")
+        print(
+            "  the systems took different faults at each failure: their recovery times are not compared; "
+            "--target driver kills each system's process, restarted by its supervisor"
+        )
 
 
 def mixed(report: RecoveryReport, labels: list[str]) -> RecoveryReport:
@@ -916,7 +938,9 @@ def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ..
         schedules = {s: schedule for s in systems}
     lead = schedules[systems[0]]
     if any(schedules[s].load is not None for s in systems) and systems[0] != "job":
-        raise SystemExit(f"a load of {lead.load or 0:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate")
+        raise SystemExit(
+            f"a load of {lead.load or 0:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate"
+        )
     settings = settings or Settings.from_env()
     sb = open_sandbox(settings)
     say(f"sandbox: {shown(settings.state_dir)} (ports +{settings.ports.offset})")
@@ -982,25 +1006,37 @@ def main(argv: list[str] | None = None) -> int:
         w.add_argument("--visible")
         w.add_argument("--idle", type=float, default=30.0)
         w.add_argument("--measure", type=int, default=0, help="records of the capacity measurement (0: none)")
-    parser.add_argument("--target", default=Schedule.target,
-                        help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1); "
-                             "several, comma-separated, are taken in turn (driver,spark-worker)")
+    parser.add_argument(
+        "--target",
+        default=Schedule.target,
+        help="spark-worker-N, spark-worker (the one running most executors), driver, kafka (default spark-worker-1); "
+        "several, comma-separated, are taken in turn (driver,spark-worker)",
+    )
     parser.add_argument("--action", choices=ACTIONS, default=Schedule.action)
     parser.add_argument("--failures", type=int, default=Schedule.failures, help="(default %(default)s)")
-    parser.add_argument("--interval", type=float, default=Schedule.interval_s, help="seconds between failures (default %(default)s)")
+    parser.add_argument(
+        "--interval", type=float, default=Schedule.interval_s, help="seconds between failures (default %(default)s)"
+    )
     parser.add_argument("--warmup", type=float, default=Schedule.warmup_s, help="seconds of producing before the first failure")
-    parser.add_argument("--down", type=float, default=Schedule.down_s,
-                        help="seconds before a killed target is restarted / a paused one resumed (default %(default)s)")
+    parser.add_argument(
+        "--down",
+        type=float,
+        default=Schedule.down_s,
+        help="seconds before a killed target is restarted / a paused one resumed (default %(default)s)",
+    )
     parser.add_argument("--rate", type=float, default=Schedule.rate, help="producer messages per second (default %(default)s)")
-    parser.add_argument("--load", type=float, help="instead of --rate: this fraction of the job's capacity, measured first (e.g. 0.25)")
+    parser.add_argument(
+        "--load", type=float, help="instead of --rate: this fraction of the job's capacity, measured first (e.g. 0.25)"
+    )
     parser.add_argument("--trigger", default="1 second", help="the job's micro-batch interval")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="job,baseline (default both)")
     # The study averages over 5 s; the job here commits every 3-4 s (trigger 1 s, 2 cores), so
     # a 5 s window holds one batch or two and saw-tooths; 10 s spans about three.
     parser.add_argument("--smooth", type=int, default=10, help="detector: moving-average window, seconds (default 10)")
     parser.add_argument("--hold", type=int, default=10, help="detector: seconds back in band that count as recovered")
-    parser.add_argument("--latency-floor", type=float,
-                        help="detector: the latency band's half-width at least, ms (default: the trigger interval)")
+    parser.add_argument(
+        "--latency-floor", type=float, help="detector: the latency band's half-width at least, ms (default: the trigger interval)"
+    )
     parser.add_argument("--seed", type=int, default=21)
     args = parser.parse_args(argv)
     if args.command == "job-worker":
@@ -1024,8 +1060,13 @@ def main(argv: list[str] | None = None) -> int:
     targets = tuple(t.strip() for t in args.target.split(",") if t.strip())
     schedule = Schedule(target=targets[0], targets=targets if len(targets) > 1 else (), action=args.action, failures=args.failures,
                         interval_s=args.interval, warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
-    result = bench(schedule, systems=systems, trigger=args.trigger, seed=args.seed,
-                   detector=detector_for(args.trigger, latency_floor_ms=args.latency_floor, smooth_s=args.smooth, hold_s=args.hold))
+    result = bench(
+        schedule,
+        systems=systems,
+        trigger=args.trigger,
+        seed=args.seed,
+        detector=detector_for(args.trigger, latency_floor_ms=args.latency_floor, smooth_s=args.smooth, hold_s=args.hold),
+    )
     clean = all(r.verdict.get("ok") for r in result["runs"].values())
     return 0 if clean else 1
 

@@ -55,8 +55,12 @@ def _timed_up(backend: LocalBackend) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--include-minio-build", action="store_true", help="rebuild MinIO in the cold run (minutes)")
-    parser.add_argument("--port-offset", type=int, default=22000,
-                        help="where the cold sandbox's ports go; keep them below the ephemeral range (default 22000)")
+    parser.add_argument(
+        "--port-offset",
+        type=int,
+        default=22000,
+        help="where the cold sandbox's ports go; keep them below the ephemeral range (default 22000)",
+    )
     args = parser.parse_args()
 
     # up's one-time class-data warm-up (sandbox/cds.py) is not part of what these rows time
@@ -66,7 +70,9 @@ def main() -> int:
     artifacts.fetch_all(warm_settings)
 
     work = Path(tempfile.mkdtemp(prefix="osl-bench-"))
-    base = replace(warm_settings, ports=Ports().shifted(args.port_offset), state_dir=work / "state-cold", cache_dir=work / "cache")
+    base = replace(
+        warm_settings, ports=Ports().shifted(args.port_offset), state_dir=work / "state-cold", cache_dir=work / "cache"
+    )
     rows: list[tuple[str, str]] = []
     try:
         # ---------------------------------------------------------------- cold

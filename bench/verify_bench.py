@@ -177,7 +177,9 @@ def print_table(results: list[Verified]) -> None:
     say("|---|---|---|---|---|---|---|")
     for r in results:
         verdict = r.verdict if len(r.verdict) < 90 else r.verdict[:87] + "..."
-        say(f"| {r.shape} | {r.how} | {r.seconds:.1f} | {r.per_million_s:.0f} | {r.jvm_peak_mb:.0f} | {r.python_peak_mb:.0f} | {verdict} |")
+        say(
+            f"| {r.shape} | {r.how} | {r.seconds:.1f} | {r.per_million_s:.0f} | {r.jvm_peak_mb:.0f} | {r.python_peak_mb:.0f} | {verdict} |"
+        )
 
 
 if __name__ == "__main__":

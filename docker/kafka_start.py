@@ -39,11 +39,7 @@ def property_name(variable: str) -> str:
 
 
 def server_properties(environ: dict[str, str]) -> str:
-    lines = [
-        f"{property_name(k)}={v}"
-        for k, v in sorted(environ.items())
-        if k.startswith("KAFKA_") and k not in JVM_VARS
-    ]
+    lines = [f"{property_name(k)}={v}" for k, v in sorted(environ.items()) if k.startswith("KAFKA_") and k not in JVM_VARS]
     return "\n".join(lines) + "\n"
 
 

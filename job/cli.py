@@ -93,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="compare the lake with the producers' ledger")
     verify.add_argument("--ledger", required=True, action="append",
                         help="ledger directory or s3a:// prefix; repeat it when several producer runs fed the job")  # fmt: skip
-    verify.add_argument("--lake", dest="output", default=argparse.SUPPRESS, help="lake root (default: the run's, else s3a://<bucket>/job)")
+    verify.add_argument(
+        "--lake", dest="output", default=argparse.SUPPRESS, help="lake root (default: the run's, else s3a://<bucket>/job)"
+    )
     verify.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
     _job_options(verify, ("policy",), what=" the job ran with")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
@@ -110,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     repair.add_argument("--partitions", help="topic:p,... : search only these partitions for damage, and repair them")
     repair.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
     _job_options(repair, _RUN_FIELDS, what=", for the restart")
-    repair.add_argument("--prefix", dest="topic_prefix", default=argparse.SUPPRESS, help=argparse.SUPPRESS)  # the old name, as for `run`
+    repair.add_argument(
+        "--prefix", dest="topic_prefix", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )  # the old name, as for `run`
     repair.add_argument("--plan", type=Path, help="also write the plan as JSON here (RepairPlan.from_json reads it back)")
     backfill = sub.add_parser(
         "backfill", help="replay the raw archive for a time range into a versioned output (no broker needed)",
@@ -123,7 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     backfill.add_argument("--lake", dest="output", default=argparse.SUPPRESS,
                           help="lake root the job writes (default: the run's, else s3a://<bucket>/job)")  # fmt: skip
     backfill.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
-    backfill.add_argument("--raw", help="the lake whose raw archive to replay, or an older job's archive folder (default: --lake)")
+    backfill.add_argument(
+        "--raw", help="the lake whose raw archive to replay, or an older job's archive folder (default: --lake)"
+    )
     backfill.add_argument("--version", help="output version name (default: derived from the range)")
     backfill.add_argument("--overwrite", action="store_true", help="replace an existing output version")
     _job_options(backfill, ("policy", "window"))
@@ -134,15 +140,21 @@ def _parser() -> argparse.ArgumentParser:
     backfill.add_argument("--switch", action="store_true", help="point readers at the result if --ledger verifies it clean")
     package = sub.add_parser("package", help="build the job for spark-submit: a --py-files zip, a driver script, a properties file",
                              description="See job/ops/package.py. Prints the spark-submit line for this sandbox.")  # fmt: skip
-    package.add_argument("--out", type=Path, default=Path("build/spark-submit"), help="folder to write (default: build/spark-submit)")
+    package.add_argument(
+        "--out", type=Path, default=Path("build/spark-submit"), help="folder to write (default: build/spark-submit)"
+    )
     return parser
 
 
 def _watch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notify", action="append", metavar="CHANNEL",
                         help="stderr | jsonl:PATH | webhook:URL; repeat for several (default: stderr)")  # fmt: skip
-    parser.add_argument("--stall-after", type=float, default=120.0, help="seconds without a batch while input waits (default: 120)")
-    parser.add_argument("--lag-threshold", type=int, default=50_000, help="records behind Kafka before a lag alert (default: 50000)")
+    parser.add_argument(
+        "--stall-after", type=float, default=120.0, help="seconds without a batch while input waits (default: 120)"
+    )
+    parser.add_argument(
+        "--lag-threshold", type=int, default=50_000, help="records behind Kafka before a lag alert (default: 50000)"
+    )
     parser.add_argument("--lag-for", type=float, default=0.0, help="seconds the lag must stay above the threshold (default: 0)")
     parser.add_argument("--lag-every", type=float, default=5.0, help="seconds between Kafka lag samples (default: 5)")
     parser.add_argument("--webhook-timeout", type=float, default=5.0, help="seconds a webhook may take (default: 5)")
@@ -212,7 +224,9 @@ def _package(args, settings) -> int:
 
 def _run(args, settings) -> int:
     if args.deprecated_prefix is not None:
-        print("warning: --prefix is deprecated and will go away; use --topic-prefix (the producers' name for it)", file=sys.stderr)
+        print(
+            "warning: --prefix is deprecated and will go away; use --topic-prefix (the producers' name for it)", file=sys.stderr
+        )
         args.topic_prefix = args.deprecated_prefix
     cfg = saved.from_args(args, settings, _RUN_FIELDS)
     from job.spark import interrupts, lake
@@ -228,7 +242,10 @@ def _run(args, settings) -> int:
             raise UsageError(f"--conf {item!r}", f"the job's state partitions are --state-partitions {value.strip() or 'N'}")
         extra[key.strip()] = value
     require(settings, "kafka", "minio", "spark")
-    print(f"[job] policy={cfg.policy} operator={cfg.operator} failOnDataLoss={str(cfg.fail_on_data_loss).lower()} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})", file=sys.stderr)
+    print(
+        f"[job] policy={cfg.policy} operator={cfg.operator} failOnDataLoss={str(cfg.fail_on_data_loss).lower()} topics={cfg.topic_pattern} -> {cfg.output} (checkpoint {cfg.checkpoint})",
+        file=sys.stderr,
+    )
     saved.check_fixed(cfg)  # before a Spark application starts; pipeline.start checks it again
     spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
@@ -284,9 +301,9 @@ def _run_queries(args, spark, cfg, settings) -> int:
         else:
             _follow(queries, args.duration)
     finally:
-            for q in queries:
-                q.stop()
-            spark.stop()
+        for q in queries:
+            q.stop()
+        spark.stop()
     return 0
 
 
@@ -310,7 +327,10 @@ def _follow(queries: list, duration: float | None) -> None:
         p = queries[0].lastProgress
         if p and p["batchId"] != last:
             last = p["batchId"]
-            print(f"[job] batch {p['batchId']}: {p['numInputRows']} rows, {p.get('processedRowsPerSecond', 0):.0f} rows/s", file=sys.stderr)
+            print(
+                f"[job] batch {p['batchId']}: {p['numInputRows']} rows, {p.get('processedRowsPerSecond', 0):.0f} rows/s",
+                file=sys.stderr,
+            )
 
 
 def _watch(args, settings) -> int:
@@ -335,7 +355,9 @@ def _verify(args, settings) -> int:
     deleted = load_deleted(args.kafka_deleted) if args.kafka_deleted else ()
     if args.driver_memory:
         if not re.fullmatch(r"\d+[kmgt]?", args.driver_memory.lower()):
-            raise UsageError(f"--driver-memory {args.driver_memory!r} is not a size", "give a number with a unit, e.g. 2g or 1536m")
+            raise UsageError(
+                f"--driver-memory {args.driver_memory!r} is not a size", "give a number with a unit, e.g. 2g or 1536m"
+            )
         settings = dataclasses.replace(settings, verify_driver_memory=args.driver_memory)
     cfg = saved.from_args(args, settings, ("output", "policy"))
     report = verify_lake(settings, ledger=args.ledger, lake=cfg.output, policy=cfg.policy, preflight=True, deleted=deleted)

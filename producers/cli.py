@@ -30,9 +30,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
     settings = Settings.from_env(env)  # the same sandbox `python -m sandbox` and `python -m job` reach
     kafka, s3 = settings.endpoints().kafka_bootstrap, settings.endpoints().s3_endpoint
-    p = argparse.ArgumentParser(
-        prog="python -m producers", description="Collection-point producers for the ordered-stream lab."
-    )
+    p = argparse.ArgumentParser(prog="python -m producers", description="Collection-point producers for the ordered-stream lab.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser(
@@ -50,22 +48,14 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="Kafka bootstrap servers (default: the sandbox's, %(default)s, from OSL_PORT_OFFSET or OSL_KAFKA_BOOTSTRAP)",
     )
     r.add_argument("--sites", type=int, default=3, help="sites at the start (default %(default)s)")
-    r.add_argument(
-        "--join", type=int, default=0, help="more sites that join during the run, evenly spaced (default %(default)s)"
-    )
+    r.add_argument("--join", type=int, default=0, help="more sites that join during the run, evenly spaced (default %(default)s)")
     r.add_argument("--sessions", type=int, default=4, help="sessions per site, one after another (default %(default)s)")
-    r.add_argument(
-        "--rate", type=float, default=500.0, help="messages per second, all sites together (default %(default)s)"
-    )
-    r.add_argument(
-        "--duration", type=float, default=60.0, help="seconds before open sessions are ended (default %(default)s)"
-    )
+    r.add_argument("--rate", type=float, default=500.0, help="messages per second, all sites together (default %(default)s)")
+    r.add_argument("--duration", type=float, default=60.0, help="seconds before open sessions are ended (default %(default)s)")
     r.add_argument(
         "--session-length", type=int, default=None, help="messages per session before end (default: fill the duration)"
     )
-    r.add_argument(
-        "--snapshot-every", type=int, default=200, help="a full snapshot every N messages (default %(default)s)"
-    )
+    r.add_argument("--snapshot-every", type=int, default=200, help="a full snapshot every N messages (default %(default)s)")
     r.add_argument(
         "--snapshot-interval",
         type=float,
@@ -94,9 +84,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="for s3a:// ledgers (default: the sandbox's MinIO, %(default)s)",
     )
     r.add_argument("--s3-access-key", default=settings.s3_access_key, help="(env OSL_S3_ACCESS_KEY)")
-    r.add_argument(
-        "--s3-secret-key", default=settings.s3_secret_key, help="(env OSL_S3_SECRET_KEY)"
-    )
+    r.add_argument("--s3-secret-key", default=settings.s3_secret_key, help="(env OSL_S3_SECRET_KEY)")
     r.add_argument("--no-progress", action="store_true", help="no live progress line")
 
     f = sub.add_parser("faults", help="list the data faults and what each allows")
@@ -194,9 +182,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     def on_sigint(signum: int, frame: Any) -> None:
         interrupts[0] += 1
         if interrupts[0] == 1:
-            print(
-                "\nstopping: ending open sessions and flushing the ledger (Ctrl-C again to abort)", file=err, flush=True
-            )
+            print("\nstopping: ending open sessions and flushing the ledger (Ctrl-C again to abort)", file=err, flush=True)
             runner.stop()
         else:
             raise KeyboardInterrupt
@@ -224,12 +210,9 @@ def _ledger(args: argparse.Namespace, out: TextIO) -> int:
 
     df = read_ledger(args.location, s3=_s3(args))
     run = df.attrs.get("run", {})
+    print(f"run {run.get('run_id')} seed {run.get('seed')} faults {', '.join(run.get('faults', [])) or 'none'}", file=out)
     print(
-        f"run {run.get('run_id')} seed {run.get('seed')} faults {', '.join(run.get('faults', [])) or 'none'}", file=out
-    )
-    print(
-        f"{len(df)} rows; outcomes: "
-        + ", ".join(f"{k} {v}" for k, v in df["outcome"].value_counts().sort_index().items()),
+        f"{len(df)} rows; outcomes: " + ", ".join(f"{k} {v}" for k, v in df["outcome"].value_counts().sort_index().items()),
         file=out,
     )
     faults = df["fault"].dropna().value_counts().sort_index()

@@ -218,15 +218,15 @@ class Encoder:
             _check_int(seq, "seq", minimum=0)
             _check_int(epoch, "epoch", minimum=0)
             _check_int(ts, "ts")
-        out = b"%s%d,\"epoch\":%d,\"ts\":%d" % (head, seq, epoch, ts)
+        out = b'%s%d,"epoch":%d,"ts":%d' % (head, seq, epoch, ts)
         if kind is Kind.UPSERT:
-            return b"%s,\"row\":%s}" % (out, self._row(msg.row, "row"))
+            return b'%s,"row":%s}' % (out, self._row(msg.row, "row"))
         if kind is Kind.SNAPSHOT:
-            return b"%s,\"rows\":[%s]}" % (out, b",".join(self._rows_json(msg.rows or ())))
+            return b'%s,"rows":[%s]}' % (out, b",".join(self._rows_json(msg.rows or ())))
         if kind is Kind.DELETE:
             rid = _check_str(msg.row_id, "id")
             self._rows.pop(rid, None)  # the row is gone: keep memory to the live table
-            return b"%s,\"id\":%s}" % (out, dump_json(rid))
+            return b'%s,"id":%s}' % (out, dump_json(rid))
         return out + b"}"
 
     def _rows_json(self, rows: Sequence[Row]) -> list[bytes]:
@@ -393,8 +393,7 @@ def decode(value: bytes | None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Messag
     if len(value) > max_bytes:
         raise ContractError(
             "too-large",
-            f"the record value is {len(value)} bytes, over the limit of {max_bytes}; "
-            f"the producer must split or shrink it",
+            f"the record value is {len(value)} bytes, over the limit of {max_bytes}; the producer must split or shrink it",
         )
     msg = _decode_typed(value)
     return msg if msg is not None else _decode_checked(value)
@@ -405,17 +404,13 @@ def _decode_checked(value: bytes) -> Message:
     try:
         text = bytes(value).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ContractError(
-            "not-utf8", f"byte {exc.start} is not valid UTF-8 ({exc.reason}); expected UTF-8 JSON"
-        ) from None
+        raise ContractError("not-utf8", f"byte {exc.start} is not valid UTF-8 ({exc.reason}); expected UTF-8 JSON") from None
     try:
         obj = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise ContractError("invalid-json", f"not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
-        raise ContractError(
-            "not-an-object", f"the record is a JSON {_json_type(obj)}; expected an object with field 'v'"
-        )
+        raise ContractError("not-an-object", f"the record is a JSON {_json_type(obj)}; expected an object with field 'v'")
     return _from_obj(obj)
 
 

@@ -325,10 +325,7 @@ def _ended_cleanly(rows: pd.DataFrame, last: tuple[int, int]) -> bool:
     """True when the session's last intended message, ``last``, is an ``end`` delivered ``ok``
     without a fault that spoils it."""
     return any(
-        r.kind == Kind.END
-        and r.outcome == "ok"
-        and _fault(r.fault) in CLEAN_FAULTS
-        and (int(r.epoch), int(r.seq)) == last
+        r.kind == Kind.END and r.outcome == "ok" and _fault(r.fault) in CLEAN_FAULTS and (int(r.epoch), int(r.seq)) == last
         for r in rows.itertuples(index=False)
     )
 

@@ -175,10 +175,7 @@ class FaultInfo:
 
     def text(self) -> str:
         anomalies = ", ".join(sorted(self.allowed)) or "none (nothing may be lost)"
-        return (
-            f"Does: {self.does}\nDamage: {self.damage}\nA correct pipeline: {self.must}\n"
-            f"Allowed anomalies: {anomalies}."
-        )
+        return f"Does: {self.does}\nDamage: {self.damage}\nA correct pipeline: {self.must}\nAllowed anomalies: {anomalies}."
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,9 +207,7 @@ class Fault:
         if not 0.0 <= self.probability <= 1.0:
             raise FaultSpecError(self.spec(), f"probability {self.probability} is outside [0, 1]", "use e.g. 0.01")
         if self.info.stage == "session" and self.target.at is not None:
-            raise FaultSpecError(
-                self.spec(), "at= does not apply, it hits whole sessions", "target with sessions= instead"
-            )
+            raise FaultSpecError(self.spec(), "at= does not apply, it hits whole sessions", "target with sessions= instead")
         if self.target.at is not None and self.target.at < 0:
             raise FaultSpecError(self.spec(), f"at={self.target.at} is negative", "use a message index >= 0")
         if self.target.after is not None and (self.target.after < 0 or self.info.stage == "session"):
@@ -221,9 +216,7 @@ class Fault:
 
     def knobs(self) -> dict[str, Any]:
         """The fault-specific settings (everything but probability and target)."""
-        return {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("probability", "target")
-        }
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("probability", "target")}
 
     def spec(self) -> str:
         """The command-line form, e.g. ``reorder:0.01:k=3:sites=fleet-2``; ``parse_fault`` reads it back."""
@@ -250,9 +243,7 @@ class Fault:
         """
         raise AssertionError(f"{self.name} is not a stream fault")  # pragma: no cover
 
-    def transmit(
-        self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random
-    ) -> list[Transmission] | None:
+    def transmit(self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random) -> list[Transmission] | None:
         """A transmission fault hits ``msg`` (encoded as ``value``): what goes out instead.
 
         ``rng`` decides the details of the hit. None when the fault cannot apply to this
@@ -325,9 +316,7 @@ class Drop(Fault):
 )
 @dataclass(frozen=True, kw_only=True)
 class Duplicate(Fault):
-    def transmit(
-        self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random
-    ) -> list[Transmission] | None:
+    def transmit(self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random) -> list[Transmission] | None:
         faults.count_hit(self.name)
         return [Transmission(msg, value, intended=value), Transmission(msg, value, self.name, {"copy": 2}, value)]
 
@@ -355,9 +344,7 @@ class Reorder(Fault):
         if self.k < 1:
             raise FaultSpecError(self.spec(), f"k={self.k} must be >= 1", "use e.g. k=3")
 
-    def transmit(
-        self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random
-    ) -> list[Transmission] | None:
+    def transmit(self, faults: SessionFaults, msg: Message, value: bytes, rng: random.Random) -> list[Transmission] | None:
         if faults.holding:
             return None  # no reorder inside a reorder
         faults.hold(rng.randint(1, self.k), msg.epoch)
@@ -412,9 +399,7 @@ class Corrupt(Fault):
                 sent = value + b"}"
             return _bad(sent, {"variant": variant, "mangle": mangle})
         obj = json.loads(value)
-        choices = ["seq", "epoch", "ts", "site", "session"] + (
-            [_payload_field(msg)] if msg.kind is not Kind.END else []
-        )
+        choices = ["seq", "epoch", "ts", "site", "session"] + ([_payload_field(msg)] if msg.kind is not Kind.END else [])
         name = rng.choice(choices)
         obj[name] = _wrong_type(obj[name])
         return _bad(dump_json(obj), {"variant": variant, "field": name})
@@ -756,8 +741,7 @@ def describe_faults(names: Iterable[FaultName] | None = None, width: int = 88) -
         head = f"{name}  [{info.stage} fault; hits: {', '.join(sorted(k.value for k in info.kinds))}"
         head += f"; knobs: {', '.join(knobs)}]" if knobs else "]"
         body = "\n".join(
-            textwrap.fill(line, width, initial_indent="  ", subsequent_indent="    ")
-            for line in info.text().splitlines()
+            textwrap.fill(line, width, initial_indent="  ", subsequent_indent="    ") for line in info.text().splitlines()
         )
         out.append(f"{head}\n{body}")
     return "\n\n".join(out)
@@ -932,9 +916,7 @@ class SessionFaults:
         moved_up = dataclasses.replace(
             partner, fault="reorder", detail={"partner_seq": first.message.seq, "distance": j, "moved": "earlier"}
         )
-        moved_down = dataclasses.replace(
-            first, detail={"partner_seq": partner.message.seq, "distance": j, "moved": "later"}
-        )
+        moved_down = dataclasses.replace(first, detail={"partner_seq": partner.message.seq, "distance": j, "moved": "later"})
         return [moved_up] + flat(held[1:j]) + [moved_down] + flat(held[j + 1 :])
 
     def count_hit(self, name: FaultName) -> None:

@@ -175,8 +175,11 @@ def _wait_for_leaders(admin: AdminClient, bootstrap: str, topics: Sequence[str],
             waiting = []
             for topic in topics:
                 tm = meta.topics.get(topic)
-                if tm is None or tm.error is not None or not tm.partitions or any(
-                    pm.leader < 0 or pm.error is not None for pm in tm.partitions.values()
+                if (
+                    tm is None
+                    or tm.error is not None
+                    or not tm.partitions
+                    or any(pm.leader < 0 or pm.error is not None for pm in tm.partitions.values())
                 ):
                     waiting.append(topic)
             if not waiting:
@@ -286,9 +289,7 @@ class KafkaTransport:
 
     def send(self, topic: str, key: bytes, value: bytes, on_delivery: Callable[[Delivery], None]) -> None:
         if self._fatal is not None:
-            raise ProducerError(
-                f"the Kafka producer for {self.bootstrap} hit a fatal error ({self._fatal}); restart the run"
-            )
+            raise ProducerError(f"the Kafka producer for {self.bootstrap} hit a fatal error ({self._fatal}); restart the run")
 
         report = functools.partial(self._report, on_delivery)
         started = None

@@ -308,9 +308,7 @@ class LedgerWriter:
                 pq.write_table(_table(rows, self._metadata), path, filesystem=self._fs, compression="zstd")
         except (OSError, pa.ArrowException) as exc:
             self._pending = rows + self._pending
-            raise LedgerError(
-                self.location, f"cannot write {path} ({exc})", "check free space and the S3 endpoint"
-            ) from exc
+            raise LedgerError(self.location, f"cannot write {path} ({exc})", "check free space and the S3 endpoint") from exc
         self._parts += 1
         self.rows_written += len(rows)
 

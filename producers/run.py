@@ -110,12 +110,8 @@ class RunConfig:
 
     @property
     def plan(self) -> SessionPlan:
-        length = self.session_length or max(
-            10, int(self.rate * self.duration / ((self.sites + self.join) * self.sessions))
-        )
-        return SessionPlan(
-            length=length, snapshot_every=self.snapshot_every, snapshot_interval_s=self.snapshot_interval_s
-        )
+        length = self.session_length or max(10, int(self.rate * self.duration / ((self.sites + self.join) * self.sessions)))
+        return SessionPlan(length=length, snapshot_every=self.snapshot_every, snapshot_interval_s=self.snapshot_interval_s)
 
     def settings(self) -> dict[str, Any]:
         """The settings as JSON-able data (stored in the ledger's run info; no secrets)."""
@@ -283,9 +279,7 @@ class Runner:
         """
         cfg = self.config
         info = self._info()
-        transport = self._transport or KafkaTransport(
-            cfg.bootstrap, partitions=cfg.partitions, config=cfg.producer_config
-        )
+        transport = self._transport or KafkaTransport(cfg.bootstrap, partitions=cfg.partitions, config=cfg.producer_config)
         began = self._mono()
         stopped: StopReason = "completed"
         error: str | None = None
@@ -481,9 +475,7 @@ class Runner:
         transport.close()
         writer.flush()
 
-    def _report(
-        self, transport: Transport, elapsed: float, dt: float, last_sent: int, last_bytes: int, sites: int
-    ) -> None:
+    def _report(self, transport: Transport, elapsed: float, dt: float, last_sent: int, last_bytes: int, sites: int) -> None:
         if self._on_progress is None:
             return
         self._on_progress(

@@ -118,9 +118,7 @@ class SessionScript:
         return msg
 
     def end_message(self) -> Message:
-        msg = Message.end(
-            site=self.site.name, session=self.id, seq=self.seq, epoch=self.epoch, ts=int(self._clock() * 1000)
-        )
+        msg = Message.end(site=self.site.name, session=self.id, seq=self.seq, epoch=self.epoch, ts=int(self._clock() * 1000))
         self.seq += 1
         return msg
 

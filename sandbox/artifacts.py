@@ -410,5 +410,8 @@ def fetch_all(settings: Settings, *, progress: Progress = say) -> dict[str, obje
     java = java_executable(settings.java_home)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="minio-build") as pool:
         minio = pool.submit(minio_binary, settings, progress=progress)
-        jars = {"kafka_jars": kafka_jars(settings, progress=progress), "spark_job_jars": spark_job_jars(settings, progress=progress)}
+        jars = {
+            "kafka_jars": kafka_jars(settings, progress=progress),
+            "spark_job_jars": spark_job_jars(settings, progress=progress),
+        }
         return {"java": java, **jars, "minio": minio.result()}

@@ -80,8 +80,11 @@ class AttachedSandbox:
                 state = container_state(docker) or state
             out.append(
                 ServiceStatus(
-                    name=name, state=state,
-                    endpoint=endpoint, ui=ui, log=f"docker compose logs {name} (on your machine)",
+                    name=name,
+                    state=state,
+                    endpoint=endpoint,
+                    ui=ui,
+                    log=f"docker compose logs {name} (on your machine)",
                     detail=result.detail,
                 )  # fmt: skip
             )
@@ -137,8 +140,10 @@ class AttachedSandbox:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise HostOnlyActionError(
-                action, host_command, f"the stack's fault service does not answer at {base} ({reason}); "
-                "`docker compose up -d faults` on your machine starts it"
+                action,
+                host_command,
+                f"the stack's fault service does not answer at {base} ({reason}); "
+                "`docker compose up -d faults` on your machine starts it",
             ) from None
 
     def _container_states(self) -> dict[str, str]:

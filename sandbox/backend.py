@@ -95,9 +95,7 @@ def log_tail(path: Path, lines: int) -> str:
 def format_status(statuses: list[ServiceStatus]) -> str:
     """The status table ``python -m sandbox status`` prints (service, state, endpoint, UI,
     log), followed by the detail of every service that is not running."""
-    rows = [("SERVICE", "STATE", "ENDPOINT", "UI", "LOG")] + [
-        (s.name, s.state, s.endpoint, s.ui or "-", s.log) for s in statuses
-    ]
+    rows = [("SERVICE", "STATE", "ENDPOINT", "UI", "LOG")] + [(s.name, s.state, s.endpoint, s.ui or "-", s.log) for s in statuses]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
     lines += [f"  {s.name}: {s.detail}" for s in statuses if s.state != "running" and s.detail]

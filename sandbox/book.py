@@ -251,8 +251,7 @@ def read_docs(root: Path, chapters: list[Chapter]) -> list[Doc]:
                 broken.append(f"{r.source}: [{_plain(text)}]({unquote(url)}): {page} has no heading #{fragment}")
     if broken:
         raise BookError(
-            f"{len(broken)} broken link(s) in the docs; fix each link, or the page or heading it names:\n  "
-            + "\n  ".join(broken)
+            f"{len(broken)} broken link(s) in the docs; fix each link, or the page or heading it names:\n  " + "\n  ".join(broken)
         )
     return [
         Doc(
@@ -332,7 +331,7 @@ def _banner(chapter: Chapter, before: Chapter | None, after: Chapter | None) -> 
     state = " failed" if chapter.failed else ""
     return (
         f'<div class="osl-banner{state}" id="osl-banner"><div>{" ".join(links)}</div>'
-        f'<p><b>Recorded run</b> {html.escape(chapter.run or "none")}: '
+        f"<p><b>Recorded run</b> {html.escape(chapter.run or 'none')}: "
         f'<span class="osl-seconds">{_time(chapter)}</span>. '
         f'<b>Verdict</b>: <span class="osl-verdict">{html.escape(chapter.verdict)}</span></p></div>'
     )
@@ -347,8 +346,7 @@ def _nav(chapters: list[Chapter], docs: list[Doc], current: str) -> str:
 
     def items(entries: list[tuple[str, str]]) -> str:
         return "\n".join(
-            f'<li><a href="{posixpath.relpath(page, here)}"{_CURRENT if page == current else ""}>'
-            f"{html.escape(label)}</a></li>"
+            f'<li><a href="{posixpath.relpath(page, here)}"{_CURRENT if page == current else ""}>{html.escape(label)}</a></li>'
             for page, label in entries
         )
 
@@ -436,8 +434,7 @@ def build(notebooks: Path, out: Path, root: Path = Path(".")) -> tuple[list[Chap
     paths = sorted(p for p in notebooks.glob("*.ipynb") if _CHAPTER_FILE.match(p.name))
     if not paths:
         raise BookError(
-            f"{notebooks}: no chapters (NN-name.ipynb) to render; run from the checkout's root "
-            f"or pass --notebooks <folder>"
+            f"{notebooks}: no chapters (NN-name.ipynb) to render; run from the checkout's root or pass --notebooks <folder>"
         )
     chapters = [read_chapter(p) for p in paths]
     docs = read_docs(root, chapters)  # before the chapters' slow rendering: a broken link fails fast

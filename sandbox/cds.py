@@ -125,28 +125,40 @@ def ensure(settings: Settings, *, progress: Progress = say, timeout_s: float = 3
         return False
     home = java_home(settings)
     if not home or not (home / "bin" / "jcmd").exists():
-        progress(f"[sandbox] no jcmd in {home or 'a JDK on PATH'}: Spark applications start without a class-data "
-                 f"archive (install a JDK, e.g. apt-get install openjdk-17-jdk-headless, to make one)")
+        progress(
+            f"[sandbox] no jcmd in {home or 'a JDK on PATH'}: Spark applications start without a class-data "
+            f"archive (install a JDK, e.g. apt-get install openjdk-17-jdk-headless, to make one)"
+        )
         return False
     found = archives(settings)
     if found.exist():
         return True
-    progress("[sandbox] warming Spark once to record a class-data archive (about 60 s; later applications "
-             "start several seconds faster)")
+    progress(
+        "[sandbox] warming Spark once to record a class-data archive (about 60 s; later applications "
+        "start several seconds faster)"
+    )
     started = time.monotonic()
     log = settings.state_dir / "logs" / "cds-warmup.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OSL_STATE_DIR": str(settings.state_dir), "OSL_CACHE_DIR": str(settings.cache_dir)}
     try:
         with log.open("w") as out:
-            done = subprocess.run([sys.executable, "-m", "sandbox.cds_warmup"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, timeout=timeout_s)
+            done = subprocess.run(
+                [sys.executable, "-m", "sandbox.cds_warmup"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout_s,
+            )
         failed = None if done.returncode == 0 else f"exit status {done.returncode}"
     except subprocess.TimeoutExpired:
         failed = f"not done within {timeout_s:g} s"
     if failed or not found.exist():
-        progress(f"[sandbox] no class-data archive ({failed or 'the dump wrote nothing'}; see {log}); "
-                 f"Spark applications start without one")
+        progress(
+            f"[sandbox] no class-data archive ({failed or 'the dump wrote nothing'}; see {log}); "
+            f"Spark applications start without one"
+        )
         return False
     progress(f"[sandbox] class-data archive recorded in {found.driver.parent} ({time.monotonic() - started:.0f}s)")
     return True

@@ -20,8 +20,9 @@ def _dump(pid: int, target: Path, jcmd: Path) -> None:
     """Ask JVM ``pid`` (started with -XX:+RecordDynamicDumpInfo) to write its archive to
     ``target``; written under a temporary name first, so a reader never sees half a file."""
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:6]}")
-    done = subprocess.run([str(jcmd), str(pid), "VM.cds", "dynamic_dump", str(partial)], capture_output=True,
-                          text=True, timeout=180)
+    done = subprocess.run(
+        [str(jcmd), str(pid), "VM.cds", "dynamic_dump", str(partial)], capture_output=True, text=True, timeout=180
+    )
     if done.returncode != 0 or not partial.exists():
         raise RuntimeError(f"jcmd {pid} VM.cds dynamic_dump: {done.stdout[-500:]} {done.stderr[-500:]}")
     partial.replace(target)
@@ -43,8 +44,9 @@ def _workload(spark, settings: Settings) -> None:
     for i in range(2000):
         producer.produce(topic, f'{{"n":{i}}}'.encode(), key=f"k{i % 20}".encode())
     producer.flush(30)
-    spark.conf.set("spark.sql.streaming.stateStore.providerClass",
-                   "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    spark.conf.set(
+        "spark.sql.streaming.stateStore.providerClass", "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    )
 
     def count(key, frames, state):
         total = state.get[0] if state.exists else 0
@@ -56,14 +58,26 @@ def _workload(spark, settings: Settings) -> None:
     path = f"s3a://{settings.bucket}/_cds/{topic}"
     checkpoint = settings.state_dir / "checkpoints" / "_cds" / topic
     try:
-        source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).option("startingOffsets", "earliest")
-                  .option("maxOffsetsPerTrigger", 1000).load())
-        out = (source.selectExpr("CAST(key AS STRING) AS k", "get_json_object(CAST(value AS STRING), '$.n') AS n")
-               .groupBy("k").applyInPandasWithState(count, "k string, n long", "n long", "append",
-                                                    GroupStateTimeout.NoTimeout))
-        query = (out.writeStream.format("parquet").option("path", path).option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
+        source = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 1000)
+            .load()
+        )
+        out = (
+            source.selectExpr("CAST(key AS STRING) AS k", "get_json_object(CAST(value AS STRING), '$.n') AS n")
+            .groupBy("k")
+            .applyInPandasWithState(count, "k string, n long", "n long", "append", GroupStateTimeout.NoTimeout)
+        )
+        query = (
+            out.writeStream.format("parquet")
+            .option("path", path)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         if not query.awaitTermination(240):
             query.stop()
             raise RuntimeError("the warm-up query did not finish within 240 s")
@@ -84,8 +98,9 @@ def main() -> int:
     jcmd = (java_home(settings) or Path("/")) / "bin" / "jcmd"
     record = "-XX:+RecordDynamicDumpInfo"  # what lets jcmd dump a running JVM's classes
     driver = f"{spark_conf(settings)['spark.driver.extraJavaOptions']} {record}"
-    spark = spark_session(settings, "sandbox-cds-warmup",
-                          extra={"spark.executor.extraJavaOptions": record, "spark.driver.extraJavaOptions": driver})
+    spark = spark_session(
+        settings, "sandbox-cds-warmup", extra={"spark.executor.extraJavaOptions": record, "spark.driver.extraJavaOptions": driver}
+    )
     try:
         _workload(spark, settings)
         found.driver.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("up", help="start every service and wait until all are healthy (idempotent)")
     sub.add_parser("down", help="stop every service; data stays")
-    reset = sub.add_parser("reset", help="stop everything and delete all data (topics, objects, checkpoints); the compose workbook's working copy is kept")
+    reset = sub.add_parser(
+        "reset",
+        help="stop everything and delete all data (topics, objects, checkpoints); the compose workbook's working copy is kept",
+    )
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     status = sub.add_parser("status", help="every service, its state, endpoint, UI and log")
     status.add_argument("--json", action="store_true", help="machine-readable output")

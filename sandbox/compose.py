@@ -284,8 +284,9 @@ class ComposeBackend:
                 return service
         return "a sandbox service"
 
-    def run_in(self, service: str, argv: Sequence[str], *, capture: bool = False,
-               timeout_s: float | None = None) -> subprocess.CompletedProcess:
+    def run_in(
+        self, service: str, argv: Sequence[str], *, capture: bool = False, timeout_s: float | None = None
+    ) -> subprocess.CompletedProcess:
         """Run ``argv`` inside the running ``service`` container (``docker compose exec -T``).
 
         Code that must sit inside the compose network runs this way: the demo's pipeline and the
@@ -572,9 +573,7 @@ class ComposeBackend:
     def _safe_logs(self, service: str) -> str:
         try:
             return "\n".join(
-                self._compose(
-                    "logs", "--no-color", "--no-log-prefix", "--tail", "25", service, check=False
-                ).splitlines()[-25:]
+                self._compose("logs", "--no-color", "--no-log-prefix", "--tail", "25", service, check=False).splitlines()[-25:]
             )
         except SandboxError:
             return ""

@@ -132,7 +132,10 @@ class Faults:
             )
         found = self.docker.containers(self.project, service)
         if not found:
-            raise Refused(404, f"{service} has no container in compose project {self.project!r}: start the stack with `python -m sandbox up`")
+            raise Refused(
+                404,
+                f"{service} has no container in compose project {self.project!r}: start the stack with `python -m sandbox up`",
+            )
         return found[0]
 
     def states(self) -> dict[str, str]:
@@ -148,9 +151,7 @@ class Faults:
         box = self.container(service)
         ident, state = box["Id"], box["State"]
         if action in ("kill", "pause", "resume") and state not in ("running", "paused"):
-            raise Refused(
-                409, f"{service} is not running ({state}); nothing to {action} (bring it back with restart)"
-            )
+            raise Refused(409, f"{service} is not running ({state}); nothing to {action} (bring it back with restart)")
         if action == "kill":
             self.docker.json("POST", f"/containers/{ident}/kill", {"signal": "SIGKILL"})
         elif action == "pause" and state != "paused":
@@ -166,9 +167,7 @@ class Faults:
 
     def logs(self, service: str, lines: int) -> str:
         ident = self.container(service)["Id"]
-        status, body = self.docker.call(
-            "GET", f"/containers/{ident}/logs", {"stdout": "1", "stderr": "1", "tail": str(lines)}
-        )
+        status, body = self.docker.call("GET", f"/containers/{ident}/logs", {"stdout": "1", "stderr": "1", "tail": str(lines)})
         if status >= 300:
             raise Refused(502, f"Docker answered {status} to the logs of {service}: {_docker_message(body)}")
         return demultiplex(body)

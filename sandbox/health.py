@@ -193,7 +193,11 @@ def wait_for(
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last check: {_detail(last)})")
             if ticker is not None:
-                ticker(lambda: f"[sandbox] waiting for {what}: {ticker.elapsed_s:.0f}s of at most {timeout_s:.0f}s (last check: {_detail(last)})")
+                ticker(
+                    lambda: (
+                        f"[sandbox] waiting for {what}: {ticker.elapsed_s:.0f}s of at most {timeout_s:.0f}s (last check: {_detail(last)})"
+                    )
+                )
             time.sleep(interval_s)
             last = probe()
     finally:

@@ -205,10 +205,15 @@ class LocalBackend:
         try:
             health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=name, abort=exited, progress=self._progress)
         except health._Aborted as exc:
-            raise ServiceStartError(name, str(exc), str(self._layout.log_path(name)), log_tail(self._layout.log_path(name), 25)) from None
+            raise ServiceStartError(
+                name, str(exc), str(self._layout.log_path(name)), log_tail(self._layout.log_path(name), 25)
+            ) from None
         except TimeoutError as exc:
             raise ServiceStartError(
-                name, f"did not become healthy: {exc}", str(self._layout.log_path(name)), log_tail(self._layout.log_path(name), 25)
+                name,
+                f"did not become healthy: {exc}",
+                str(self._layout.log_path(name)),
+                log_tail(self._layout.log_path(name), 25),
             ) from None
         self._progress(f"[sandbox] {name} healthy: {probe().detail}")
 

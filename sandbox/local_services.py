@@ -279,4 +279,6 @@ def _spark_master_alive(settings: Settings) -> health.Health:
         status = health.spark_master_status(settings, timeout_s=3.0)
     except (OSError, ValueError) as exc:
         return health.Health(False, str(exc))
-    return health.Health(status.get("status") == "ALIVE", f"master {status.get('status')}, {len(health.alive_workers(status))} worker(s) alive")
+    return health.Health(
+        status.get("status") == "ALIVE", f"master {status.get('status')}, {len(health.alive_workers(status))} worker(s) alive"
+    )

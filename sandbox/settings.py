@@ -149,9 +149,7 @@ class Settings:
         except ValueError:
             from sandbox.errors import SandboxError
 
-            raise SandboxError(
-                f"OSL_PORT_OFFSET={offset_text!r} is not an integer; set it to e.g. 10000"
-            ) from None
+            raise SandboxError(f"OSL_PORT_OFFSET={offset_text!r} is not an integer; set it to e.g. 10000") from None
         values: dict[str, object] = {
             "state_dir": Path(env["OSL_STATE_DIR"]) if env.get("OSL_STATE_DIR") else _default_state_dir(),
             "cache_dir": Path(env["OSL_CACHE_DIR"]) if env.get("OSL_CACHE_DIR") else _default_cache_dir(env),
@@ -169,12 +167,24 @@ class Settings:
             "build_ca_bundle": _build_ca_bundle(env),
             "cds": env.get("OSL_CDS", "1") != "0",
             **({"verify_driver_memory": env["OSL_VERIFY_DRIVER_MEMORY"]} if env.get("OSL_VERIFY_DRIVER_MEMORY") else {}),
-            "spark_jit": _choice("OSL_SPARK_JIT", env.get("OSL_SPARK_JIT") or "c1", SPARK_JIT_OPTIONS,
-                                 "set c1 (quick start, the default on small machines) or tiered (the JVM's own C1-then-C2), or unset it"),  # fmt: skip
-            "executor_gc": _choice("OSL_SPARK_EXECUTOR_GC", env.get("OSL_SPARK_EXECUTOR_GC") or "parallel", EXECUTOR_GC_OPTIONS,
-                                   "set parallel (the default) or g1 (the JVM's own choice), or unset it"),  # fmt: skip
+            "spark_jit": _choice(
+                "OSL_SPARK_JIT",
+                env.get("OSL_SPARK_JIT") or "c1",
+                SPARK_JIT_OPTIONS,
+                "set c1 (quick start, the default on small machines) or tiered (the JVM's own C1-then-C2), or unset it",
+            ),  # fmt: skip
+            "executor_gc": _choice(
+                "OSL_SPARK_EXECUTOR_GC",
+                env.get("OSL_SPARK_EXECUTOR_GC") or "parallel",
+                EXECUTOR_GC_OPTIONS,
+                "set parallel (the default) or g1 (the JVM's own choice), or unset it",
+            ),  # fmt: skip
         }
-        for key, name in (("s3_access_key", "OSL_S3_ACCESS_KEY"), ("s3_secret_key", "OSL_S3_SECRET_KEY"), ("bucket", "OSL_BUCKET")):
+        for key, name in (
+            ("s3_access_key", "OSL_S3_ACCESS_KEY"),
+            ("s3_secret_key", "OSL_S3_SECRET_KEY"),
+            ("bucket", "OSL_BUCKET"),
+        ):
             if env.get(name):
                 values[key] = env[name]
         if "backend" in overrides:
@@ -193,9 +203,7 @@ class Settings:
             s3_console=f"http://{h}:{p.minio_console}",
             spark_master=self.spark_master or f"spark://{h}:{p.spark_master}",
             spark_master_ui=f"http://{h}:{p.spark_master_ui}",
-            spark_worker_uis=tuple(
-                f"http://{h}:{p.worker_ui(n)}" for n in range(1, self.spark_workers + 1)
-            ),
+            spark_worker_uis=tuple(f"http://{h}:{p.worker_ui(n)}" for n in range(1, self.spark_workers + 1)),
             jupyter=f"http://{h}:{p.jupyter}" if self.backend == "compose" else None,
         )
 

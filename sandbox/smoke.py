@@ -33,7 +33,9 @@ def kafka_round_trip(settings: Settings, *, messages: int = 100, timeout_s: floa
     # A broker that has just started answers the idempotent producer's first PID request
     # with "coordinator load in progress" and librdkafka retries; its own warning about it
     # stays out of the terminal; the round trip's outcome is checked below.
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "logger": librdkafka_logger("sandbox.smoke")})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "logger": librdkafka_logger("sandbox.smoke")}
+    )
     sent = [f"message-{i}".encode() for i in range(messages)]
     errors: list[str] = []
     for value in sent:

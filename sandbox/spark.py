@@ -13,8 +13,6 @@ from sandbox.artifacts import Progress, say
 from sandbox.settings import EXECUTOR_GC_OPTIONS, SPARK_JIT_OPTIONS, Settings
 
 
-
-
 def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str]:
     """Conf for a driver on this machine: the standalone master, the job's jars from the cache
     (never a fetch at query time), and s3a pointed at MinIO with path-style access.
@@ -212,7 +210,9 @@ def _check_same_conf(running, wanted: dict[str, str]) -> None:
             return want in have
         return have == want
 
-    differ = [(key, running.get(key, None), value) for key, value in wanted.items() if not same(key, running.get(key, None), value)]
+    differ = [
+        (key, running.get(key, None), value) for key, value in wanted.items() if not same(key, running.get(key, None), value)
+    ]
     if differ:
         key, have, want = differ[0]
         raise SandboxError(

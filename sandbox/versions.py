@@ -38,7 +38,6 @@ KAFKA_IMAGE = f"ordered-stream-lab/kafka:{KAFKA}"
 MINIO_IMAGE = f"ordered-stream-lab/minio:{MINIO_VERSION}"
 
 
-
 def image_build_env() -> dict[str, str]:
     """The ``OSL_*`` variables docker-compose.yml turns into the Dockerfile's build args and tags.
 
@@ -72,6 +71,7 @@ def kafka_broker() -> list[tuple[str, str, str]]:
         ("org.apache.kafka", f"kafka_{SCALA_BINARY}", KAFKA),
         ("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J),
     ]
+
 
 #: The AWS SDK v2 release hadoop-aws HADOOP is built against (the ``bundle`` version in its POM).
 AWS_SDK = "2.35.4"

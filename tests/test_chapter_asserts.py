@@ -193,7 +193,10 @@ def _ch03_sinks(_tmp: Path) -> dict:
 
 def _ch04_run(_tmp: Path) -> dict:
     """Every fault the other way round: a stalled job, a job that ignored Kafka, a restart too many."""
-    outcome = lambda behaviour, batches=0, alerts=(): ns(behaviour=behaviour, batches_during=batches, alerts=alerts, time_to_flow_s=None)  # noqa: E731
+
+    def outcome(behaviour, batches=0, alerts=()):
+        return ns(behaviour=behaviour, batches_during=batches, alerts=alerts, time_to_flow_s=None)
+
     by_kind = {
         "worker-kill": outcome("waited", 0), "broker-kill": outcome("kept going", 3, ("recovered",)),
         "minio-pause": outcome("kept going", 3, ()), "master-kill": outcome("waited", 0),
@@ -659,7 +662,9 @@ def checked(predicate: Callable[[ast.Assert], bool]) -> list[str]:
 def test_every_assert_in_the_chapters_has_a_broken_input_here():
     missing = sorted(set(ASSERTS) - set(BROKEN))
     stale = sorted(set(BROKEN) - set(ASSERTS))
-    assert not missing, "asserts with no broken input in tests/test_chapter_asserts.py (write how each fails):\n  " + "\n  ".join(missing)
+    assert not missing, "asserts with no broken input in tests/test_chapter_asserts.py (write how each fails):\n  " + "\n  ".join(
+        missing
+    )
     assert not stale, "broken inputs for asserts the chapters no longer have (remove or rename):\n  " + "\n  ".join(stale)
 
 
@@ -686,7 +691,9 @@ def test_every_part_of_an_and_is_the_reason_it_fails_on_one_broken_input(name, t
                          + "; ".join(lacking) + " (add one to its list in BROKEN)")  # fmt: skip
 
 
-@pytest.mark.parametrize("name", [name for name in checked(lambda node: bool(all_iterables(node.test))) if name not in ALL_MAY_BE_EMPTY])
+@pytest.mark.parametrize(
+    "name", [name for name in checked(lambda node: bool(all_iterables(node.test))) if name not in ALL_MAY_BE_EMPTY]
+)
 def test_an_all_over_a_collection_fails_when_the_collection_is_empty(name, tmp_path):
     test = ASSERTS[name].test
     namespaces = [broken(tmp_path / str(k)) for k, broken in enumerate(broken_inputs(name), 1)]

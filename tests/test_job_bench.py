@@ -45,7 +45,9 @@ def test_the_steady_p99_leaves_out_the_records_of_the_query_s_first_seconds(job_
     ts = [i for i in range(0, 40_000, 40)]
     ledger = pd.DataFrame({"topic": "t", "partition": 0, "offset": range(len(ts)), "ts": ts})
     waits = [3000 if t < job_bench.STEADY_AFTER_S * 1000 else 1000 for t in ts]
-    visible = pd.DataFrame({"topic": "t", "partition": 0, "offset": range(len(ts)), "visible_ms": [t + w for t, w in zip(ts, waits)]})
+    visible = pd.DataFrame(
+        {"topic": "t", "partition": 0, "offset": range(len(ts)), "visible_ms": [t + w for t, w in zip(ts, waits)]}
+    )
     lat = job_bench.latencies("job", ledger, visible)
     assert lat.p99_ms == 3000.0 and lat.p99_steady_ms == 1000.0
     # no record after the warm-up: no steady figure rather than a made-up one
@@ -99,13 +101,22 @@ def test_cap_rounds_alternate_both_caps_with_the_archive_in_the_sink(job_bench, 
 
     def job(_spark, _settings, operator, _prefix, _ledger, *, max_offsets, tag, **kw):
         runs.append((max_offsets, kw["raw"], kw["raw_in_sink"]))
-        setup = {"operator": operator, "cap": max_offsets, "partitions": kw["partitions"], "fetch_wait_ms": 1,
-                 "raw": "in sink" if kw["raw_in_sink"] else False, "input_tasks": 2}
+        setup = {
+            "operator": operator,
+            "cap": max_offsets,
+            "partitions": kw["partitions"],
+            "fetch_wait_ms": 1,
+            "raw": "in sink" if kw["raw_in_sink"] else False,
+            "input_tasks": 2,
+        }
         return job_bench.Throughput(operator, 200_000, 10.0, 3, setup=setup)
 
     monkeypatch.setattr(job_bench, "produce", lambda *a, **k: "ledger")
-    monkeypatch.setattr(job_bench, "run_baseline_median",
-                        lambda *a: job_bench.Throughput("baseline", 200_000, 5.0, setup={"runs_per_s": [40_000]}))
+    monkeypatch.setattr(
+        job_bench,
+        "run_baseline_median",
+        lambda *a: job_bench.Throughput("baseline", 200_000, 5.0, setup={"runs_per_s": [40_000]}),
+    )
     monkeypatch.setattr(job_bench, "run_job_backlog", job)
     rows = job_bench.sweep_phase(None, None, None, "r1", args, operators)
     assert runs == [(100_000, False, False)] + [(100_000, True, True), (200_000, True, True)] * 2

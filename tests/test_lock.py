@@ -50,7 +50,9 @@ def test_the_lock_pins_the_stacks_pyspark():
 
 def test_bootstrap_images_and_ci_install_through_the_lock():
     bootstrap = (ROOT / "scripts" / "bootstrap.sh").read_text()
-    assert re.search(r"pip install[^\n]*-c constraints\.txt", bootstrap), "scripts/bootstrap.sh must install with -c constraints.txt"
+    assert re.search(r"pip install[^\n]*-c constraints\.txt", bootstrap), (
+        "scripts/bootstrap.sh must install with -c constraints.txt"
+    )
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     assert "constraints.txt" in dockerfile and re.search(r"pip install[^\n]*-c[ =]?\S*constraints\.txt", dockerfile), (
         "docker/Dockerfile must install Python packages with -c constraints.txt"

@@ -40,8 +40,10 @@ def problems(nb: dict) -> list[str]:
     elif recording.get("code_sha256") != stamp.code_fingerprint(nb):
         out.append(f"a code cell changed after the recording of {recording.get('at')}")
     elif recording.get("outputs_sha256") != stamp.outputs_fingerprint(nb):
-        out.append(f"an output or a cell's tags changed after the recording of {recording.get('at')} (outputs are "
-                   f"stored by executing the chapter, never edited by hand)")
+        out.append(
+            f"an output or a cell's tags changed after the recording of {recording.get('at')} (outputs are "
+            f"stored by executing the chapter, never edited by hand)"
+        )
     return out
 
 
@@ -83,8 +85,10 @@ def test_a_chapters_outputs_come_from_an_execution_of_its_code_as_it_is(path):
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_a_chapters_outputs_name_no_folder_of_the_recording_machine(path):
     found = machine_paths(json.loads(path.read_text()))
-    assert not found, (f"{path.name} prints paths of the machine that recorded it: {found[:5]}; print them with "
-                       f"sandbox.settings.shown and keep a chapter's files in settings.scratch_dir(...), then {FIX}")
+    assert not found, (
+        f"{path.name} prints paths of the machine that recorded it: {found[:5]}; print them with "
+        f"sandbox.settings.shown and keep a chapter's files in settings.scratch_dir(...), then {FIX}"
+    )
 
 
 def test_a_machine_path_in_an_output_is_caught():

@@ -6,7 +6,6 @@ runs under nbval with those asserts: a copy here cost 78 s of every CI run for n
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -33,7 +32,10 @@ def test_per_second_counts_input_by_event_time_processed_by_commit_and_latency_b
     ledger = pd.DataFrame({"topic": ["a"] * 3, "partition": [0] * 3, "offset": [0, 1, 2], "ts": [T0 + 100, T0 + 1100, T0 + 1900]})
     run = make_run(
         rb,
-        events=[{"ms": T0 + 1500, "rows": 1, "offsets": {"a": {"0": 1}}}, {"ms": T0 + 2500, "rows": 2, "offsets": {"a": {"0": 3}}}],
+        events=[
+            {"ms": T0 + 1500, "rows": 1, "offsets": {"a": {"0": 1}}},
+            {"ms": T0 + 2500, "rows": 2, "offsets": {"a": {"0": 3}}},
+        ],
         highs=[(T0 + 500, "a", 0, 1), (T0 + 1600, "a", 0, 3), (T0 + 2600, "a", 0, 3)],
         visible=[("a", 0, 0, T0 + 1500), ("a", 0, 1, T0 + 2500), ("a", 0, 2, T0 + 2500), ("a", 0, 2, T0 + 2900)],
     )
@@ -48,12 +50,15 @@ def test_per_second_counts_input_by_event_time_processed_by_commit_and_latency_b
 
 
 def test_a_batch_that_logged_its_start_counts_its_rows_over_the_seconds_it_ran(rb):
-    batches = [{"ms": T0 + 2500, "start_ms": T0 + 500, "rows": 200},   # 2 s long: 0.5 s in second 0, 1 s in 1, 0.5 s in 2
-               {"ms": T0 + 3200, "rows": 7}]                          # no start: counted where it committed
+    batches = [
+        {"ms": T0 + 2500, "start_ms": T0 + 500, "rows": 200},  # 2 s long: 0.5 s in second 0, 1 s in 1, 0.5 s in 2
+        {"ms": T0 + 3200, "rows": 7},
+    ]  # no start: counted where it committed
     assert rb.spread_rows(batches, T0, 4).tolist() == [50, 100, 50, 7]
     # a batch with no duration, and one running past the end, lose nothing inside the window
-    assert rb.spread_rows([{"ms": T0 + 1000, "start_ms": T0 + 1000, "rows": 3},
-                           {"ms": T0 + 4000, "start_ms": T0 + 2000, "rows": 10}], T0, 3).tolist() == [0, 3, 5]
+    assert rb.spread_rows(
+        [{"ms": T0 + 1000, "start_ms": T0 + 1000, "rows": 3}, {"ms": T0 + 4000, "start_ms": T0 + 2000, "rows": 10}], T0, 3
+    ).tolist() == [0, 3, 5]
 
 
 def test_spread_batches_of_a_steady_input_give_a_steady_rate_where_commit_seconds_give_a_comb(rb):
@@ -164,7 +169,9 @@ def test_failures_can_take_their_targets_in_turn_and_the_log_names_each(rb):
     mixed = rb.Schedule(targets=("driver", "spark-worker"), failures=3)
     assert [mixed.target_at(i) for i in range(3)] == ["driver", "spark-worker", "driver"]
     assert [rb.failure_label("job", mixed, i) for i in range(2)] == [
-        "kill the job's process, restarted by its supervisor", "kill spark-worker"]
+        "kill the job's process, restarted by its supervisor",
+        "kill spark-worker",
+    ]
     sb, worker = FakeSandbox(), FakeWorker()
     rb.inject("job", mixed, sb, worker, "spark-worker-2", 1)()
     assert sb.calls == [("kill", "spark-worker-2"), ("restart", "spark-worker-2")] and worker.calls == []
@@ -185,7 +192,12 @@ def test_only_failures_that_hit_each_system_s_own_process_at_the_same_time_are_c
     assert pairs[0]["throughput"] == {"job": 44.0, "baseline": 16.0, "ratio": 2.75}
     # a worker kill against a process kill at the same time: no ratio
     workers = rb.Schedule(target="spark-worker", failures=2, warmup_s=30, interval_s=65)
-    assert rb.like_for_like({"job": workers, "baseline": workers}, {"job": _recovering(30.0, 34.0), "baseline": _recovering(16.0, 18.0)}) == []
+    assert (
+        rb.like_for_like(
+            {"job": workers, "baseline": workers}, {"job": _recovering(30.0, 34.0), "baseline": _recovering(16.0, 18.0)}
+        )
+        == []
+    )
 
 
 def test_a_trend_is_not_read_across_failures_of_different_kinds(rb):
@@ -198,8 +210,10 @@ def test_a_trend_is_not_read_across_failures_of_different_kinds(rb):
     assert rb.mixed(report, ["kill spark-worker", "kill spark-worker"]) is report
     mixed = rb.mixed(report, ["kill the job's process, restarted by its supervisor", "kill spark-worker"])
     assert mixed.stable is None and mixed.all_recovered
-    assert mixed.verdict == ("every failure recovered; the failures were of different kinds (kill the job's process, "
-                             "restarted by its supervisor, kill spark-worker), so no trend is read from them")
+    assert mixed.verdict == (
+        "every failure recovered; the failures were of different kinds (kill the job's process, "
+        "restarted by its supervisor, kill spark-worker), so no trend is read from them"
+    )
 
 
 def test_a_restart_says_where_the_job_went_on_from(rb):

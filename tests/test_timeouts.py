@@ -41,7 +41,7 @@ class SparkContext:
 sys.modules["pyspark"] = types.SimpleNamespace(SparkContext=SparkContext)
 """
 
-_HANG_THEN_FAIL = '''
+_HANG_THEN_FAIL = """
 import time
 
 import pytest
@@ -64,9 +64,9 @@ def test_fails():
 
 def test_passes():
     pass
-'''
+"""
 
-_UNBREAKABLE = '''
+_UNBREAKABLE = """
 import signal
 import time
 
@@ -85,15 +85,13 @@ def test_hangs_where_sigalrm_cannot_reach():
 
 def test_never_runs():
     pass
-'''
+"""
 
 
 def _run(tmp_path: Path, tests: str, **env: str) -> subprocess.CompletedProcess[str]:
     """pytest over ``tests`` with this repository's timeout settings and the backstop plugin."""
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
-    (tmp_path / "pytest.ini").write_text(
-        f"[pytest]\ntimeout = {ini['timeout']}\ntimeout_method = {ini['timeout_method']}\n"
-    )
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\ntimeout = {ini['timeout']}\ntimeout_method = {ini['timeout_method']}\n")
     (tmp_path / "fake_pyspark.py").write_text(_FAKE_PYSPARK)
     (tmp_path / "test_it.py").write_text(textwrap.dedent(tests))
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OSL_TIMEOUT"))}

@@ -116,11 +116,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 def _is_timeout(call: pytest.CallInfo) -> bool:
     # pytest-timeout's signal method fails the test with pytest.fail("Timeout (>Ns) from pytest-timeout.")
     excinfo = call.excinfo
-    return (
-        excinfo is not None
-        and excinfo.errisinstance(pytest.fail.Exception)
-        and "from pytest-timeout" in str(excinfo.value)
-    )
+    return excinfo is not None and excinfo.errisinstance(pytest.fail.Exception) and "from pytest-timeout" in str(excinfo.value)
 
 
 def release_spark_gateway() -> str | None:

@@ -254,7 +254,9 @@ def run_catch_up(spark, cfg: JobConfig, *, bootstrap: str, label: str, input_run
             while not pipeline.caught_up(query, targets):
                 pipeline.raise_if_dead(query)
                 if time.time() > deadline:
-                    raise BacklogError(f"{name}: {pipeline.records_left(query, targets)} records still unread after {timeout_s:.0f}s")
+                    raise BacklogError(
+                        f"{name}: {pipeline.records_left(query, targets)} records still unread after {timeout_s:.0f}s"
+                    )
                 pipeline.wait(query, 1.0)
             if wait_state_empty_s is not None:
                 _wait_state_empty(query, timeout_s=wait_state_empty_s)

@@ -98,7 +98,9 @@ def _wait_for_moment(process, query_checkpoint: Path, fs, sink_path: str, min_ba
     meta = checkpoints._split(sink_path) + "/_spark_metadata"
     while True:
         if process.poll() is not None:
-            raise JobError(f"the job exited (code {process.returncode}) before a batch sat between its offsets and commit logs; see its log")
+            raise JobError(
+                f"the job exited (code {process.returncode}) before a batch sat between its offsets and commit logs; see its log"
+            )
         if time.monotonic() > deadline:
             raise JobError(f"no batch sat between the offsets and commit logs of {query_checkpoint} in time; is input arriving?")
         state = checkpoints.log_state(query_checkpoint)
@@ -170,17 +172,28 @@ def make_sink(kind: SinkKind | Sequence[SinkKind], path: str, *, die_after_batch
             if len(sinks) > 1:
                 df.unpersist()
         if batch_id == die_after_batch:
-            print(f"[delivery] batch {batch_id} written; killing the driver before its commit is logged", file=sys.stderr, flush=True)
+            print(
+                f"[delivery] batch {batch_id} written; killing the driver before its commit is logged",
+                file=sys.stderr,
+                flush=True,
+            )
             os.killpg(os.getpgid(0), signal.SIGKILL)
 
     return write
 
 
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m job.drills.delivery", description="a foreachBatch query over the raw Kafka records")
+    parser = argparse.ArgumentParser(
+        prog="python -m job.drills.delivery", description="a foreachBatch query over the raw Kafka records"
+    )
     parser.add_argument("--topic-prefix", "--prefix", dest="prefix", required=True, help="topic prefix")
-    parser.add_argument("--sink", choices=("append", "idempotent"), action="append", required=True,
-                        help="the sink to write; repeat it for both (then each writes under <output>/<kind>)")
+    parser.add_argument(
+        "--sink",
+        choices=("append", "idempotent"),
+        action="append",
+        required=True,
+        help="the sink to write; repeat it for both (then each writes under <output>/<kind>)",
+    )
     parser.add_argument("--output", required=True, help="s3a:// path the sink (or the sinks) write")
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200)
@@ -200,7 +213,9 @@ def _main(argv: list[str] | None = None) -> int:
     # the job's own Kafka reader, one task per partition: what differs here is the sink
     read = JobConfig(output=args.output, checkpoint=args.checkpoint.resolve(), topic_prefix=args.prefix,
                      max_offsets_per_trigger=args.max_offsets_per_trigger, input_tasks=0)  # fmt: skip
-    stream = kafka_stream(spark, read, bootstrap).selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "value")
+    stream = kafka_stream(spark, read, bootstrap).selectExpr(
+        "topic", "partition", "offset", "CAST(key AS STRING) AS key", "value"
+    )
     query = (
         stream.writeStream.foreachBatch(make_sink(args.sink, args.output, die_after_batch=args.die_after_batch))
         .option("checkpointLocation", str(args.checkpoint))

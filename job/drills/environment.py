@@ -108,21 +108,41 @@ class EnvFault:
 FAULTS: dict[str, EnvFault] = {
     f.kind: f
     for f in (
-        EnvFault(kind="worker-kill", hold_s=60.0, blocks=False,
-                 damage="SIGKILL of spark-worker-1 and its executor; restarted once the job committed 2 batches without it",
-                 expected="Spark re-runs the lost tasks on the surviving executor; the query never fails"),
-        EnvFault(kind="broker-kill", hold_s=8.0, blocks=True,
-                 damage="SIGKILL of the only Kafka broker; started again after hold_s (its log is on disk)",
-                 expected="the source cannot fetch offsets: the query waits, then reads on from its checkpointed offsets"),
-        EnvFault(kind="minio-pause", hold_s=12.0, blocks=True,
-                 damage="SIGSTOP of MinIO (the file sink's object store) for hold_s, then SIGCONT",
-                 expected="sink writes hang: no batch commits while paused, the batch in flight completes after"),
-        EnvFault(kind="master-kill", hold_s=60.0, blocks=False,
-                 damage="SIGKILL of the Spark master; started again once the job committed 2 batches without it (recovery mode FILESYSTEM)",
-                 expected="driver and executors talk directly and keep going; the new master recovers app and workers"),
-        EnvFault(kind="driver-kill", hold_s=2.0, blocks=True,
-                 damage="SIGKILL of the job's driver process group; the operator restarts it after hold_s",
-                 expected="the restarted query re-runs any uncommitted batch from the checkpoint; nothing lost or doubled"),
+        EnvFault(
+            kind="worker-kill",
+            hold_s=60.0,
+            blocks=False,
+            damage="SIGKILL of spark-worker-1 and its executor; restarted once the job committed 2 batches without it",
+            expected="Spark re-runs the lost tasks on the surviving executor; the query never fails",
+        ),
+        EnvFault(
+            kind="broker-kill",
+            hold_s=8.0,
+            blocks=True,
+            damage="SIGKILL of the only Kafka broker; started again after hold_s (its log is on disk)",
+            expected="the source cannot fetch offsets: the query waits, then reads on from its checkpointed offsets",
+        ),
+        EnvFault(
+            kind="minio-pause",
+            hold_s=12.0,
+            blocks=True,
+            damage="SIGSTOP of MinIO (the file sink's object store) for hold_s, then SIGCONT",
+            expected="sink writes hang: no batch commits while paused, the batch in flight completes after",
+        ),
+        EnvFault(
+            kind="master-kill",
+            hold_s=60.0,
+            blocks=False,
+            damage="SIGKILL of the Spark master; started again once the job committed 2 batches without it (recovery mode FILESYSTEM)",
+            expected="driver and executors talk directly and keep going; the new master recovers app and workers",
+        ),
+        EnvFault(
+            kind="driver-kill",
+            hold_s=2.0,
+            blocks=True,
+            damage="SIGKILL of the job's driver process group; the operator restarts it after hold_s",
+            expected="the restarted query re-runs any uncommitted batch from the checkpoint; nothing lost or doubled",
+        ),
     )  # fmt: skip
 }
 
@@ -550,7 +570,10 @@ def run_faults(
             if kind != "driver-kill" and not job.alive:  # its query failed: the operator restarts it
                 died, exit_status = True, job.returncode
                 job.start()
-            say(f"{kind}: undone at t={undone_at - start:.0f}s" + (f"; job had exited ({exit_status}) and was restarted" if died and kind != "driver-kill" else ""))
+            say(
+                f"{kind}: undone at t={undone_at - start:.0f}s"
+                + (f"; job had exited ({exit_status}) and was restarted" if died and kind != "driver-kill" else "")
+            )
             faults.append(Injected(kind=kind, injected_at=injected_at, undone_at=undone_at, job_died=died or kind == "driver-kill",
                                    job_exit=exit_status))  # fmt: skip
             # the next fault only once output flows again: a batch begun after the undo committed
@@ -570,7 +593,9 @@ def run_faults(
             done = [e for e in sessions_only(_read_jsonl(files["events"])) if _is_batch(e)]
             return bool(done) and offset_total(done[-1]["end_offsets"]) >= goal
 
-        _wait(drained, timeout_s=300, what="the job to drain", abort=lambda: None if job.alive else f"the job exited: {job.tail()}")
+        _wait(
+            drained, timeout_s=300, what="the job to drain", abort=lambda: None if job.alive else f"the job exited: {job.tail()}"
+        )
         end = time.time()
     finally:
         runner.stop()
@@ -645,7 +670,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topic-prefix", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
-    for name, default in (("rate", 100.0), ("warmup-batches", 1), ("recover-within-s", 180.0), ("stall-after-s", 10.0), ("seed", 4)):
+    for name, default in (
+        ("rate", 100.0),
+        ("warmup-batches", 1),
+        ("recover-within-s", 180.0),
+        ("stall-after-s", 10.0),
+        ("seed", 4),
+    ):
         parser.add_argument(f"--{name}", type=float, default=default)
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.faults.split(",") if k.strip()]

@@ -105,7 +105,9 @@ def fault_behaviour(answer: Mapping[str, str] | None, *, outcomes: Sequence) -> 
             wrong.append(f"{kind}: the job {o.behaviour} ({evidence}), not {answer[kind]!r}")
     if wrong:
         return Verdict(False, "; ".join(wrong) + ". Hint: which service does each batch need to read, run and commit?")
-    return Verdict(True, "every behaviour as this run showed it: " + ", ".join(f"{k} {o.behaviour}" for k, o in ran.items()) + ".")
+    return Verdict(
+        True, "every behaviour as this run showed it: " + ", ".join(f"{k} {o.behaviour}" for k, o in ran.items()) + "."
+    )
 
 
 # --- 02: the integrity policy for a reordering network ----------------------------------------
@@ -186,8 +188,11 @@ def reorder_policy(answer: tuple[str, int] | None, *, depth: int = 3) -> Verdict
                               f"rows never reach the table. Hint: {hint}")  # fmt: skip
     extra = (f" Any window of at least {depth} does as well; a much larger one waits longer for a message that is "
              f"really lost." if window > 4 * depth else "")  # fmt: skip
-    return Verdict(True, f"policy {policy} with window {window} put the late messages back in order, noticed the lost one "
-                         f"({said}) and quarantined only the {len(quarantine)} messages until the next snapshot.{extra}")
+    return Verdict(
+        True,
+        f"policy {policy} with window {window} put the late messages back in order, noticed the lost one "
+        f"({said}) and quarantined only the {len(quarantine)} messages until the next snapshot.{extra}",
+    )
 
 
 # --- 03: which batch a restart runs first -------------------------------------------------------
@@ -284,8 +289,11 @@ def policy_for(answer: str | None, *, frame, reports: Mapping[str, object], erro
     if answer != best:
         return Verdict(False, f"{answer} qualifies, but set aside {row['set aside']} records where {best} set aside "
                               f"{fit.loc[best, 'set aside']}: compare them on the reorders.")  # fmt: skip
-    return Verdict(True, f"{answer}: it ran to the end, lost nothing, applied no bad record, and set aside "
-                         f"{row['set aside']} records, the fewest of {', '.join(fit.index)}.")
+    return Verdict(
+        True,
+        f"{answer}: it ran to the end, lost nothing, applied no bad record, and set aside "
+        f"{row['set aside']} records, the fewest of {', '.join(fit.index)}.",
+    )
 
 
 # --- 07: how long a weekend's backlog takes -----------------------------------------------------
@@ -340,7 +348,9 @@ def lost_checkpoint_command(answer: str | None) -> Verdict:
     if words[:3] == ["python", "-m", "job"]:
         words = words[3:]
     if not words or words[0] not in _JOB_COMMANDS:
-        return Verdict(False, f"`python -m job` takes one of {', '.join(_JOB_COMMANDS)} first; got {' '.join(words) or 'nothing'}")
+        return Verdict(
+            False, f"`python -m job` takes one of {', '.join(_JOB_COMMANDS)} first; got {' '.join(words) or 'nothing'}"
+        )
     command, flags = words[0], {w.split("=", 1)[0] for w in words[1:] if w.startswith("--")}
     if command == "run":
         if "--allow-sink-ahead" in flags:
@@ -377,11 +387,15 @@ def merge_rule(answer: tuple[str, str] | None) -> Verdict:
         return Verdict(False, f"give a pair, e.g. ('second', 'merge'); got {answer!r}")
     wrong = []
     if kept != "first":
-        wrong.append("the merge keeps the source whose replay started earliest: it decided the record with the most "
-                     "history behind it, while the later range began from an empty state (or a warm-up) at its start")
+        wrong.append(
+            "the merge keeps the source whose replay started earliest: it decided the record with the most "
+            "history behind it, while the later range began from an empty state (or a warm-up) at its start"
+        )
     if fix != "reprocess":
-        wrong.append("a merge fills holes and never rewrites what is there, so wrong rows from a bad release stay; the "
-                     "whole archive is replayed with the fixed version and readers are switched to it once it verifies")
+        wrong.append(
+            "a merge fills holes and never rewrites what is there, so wrong rows from a bad release stay; the "
+            "whole archive is replayed with the fixed version and readers are switched to it once it verifies"
+        )
     if wrong:
         return Verdict(False, "; ".join(wrong) + ".")
     return Verdict(True, "the first range wins in the overlap (the most history behind each record), and a wrong release "

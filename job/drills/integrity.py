@@ -398,4 +398,3 @@ def sweep_frame(points: Sequence[SweepPoint]) -> pd.DataFrame:
             "share": set_aside / r.delivered if r.delivered else 0.0, "ok": r.ok,  # type: ignore[attr-defined]
         })  # fmt: skip
     return pd.DataFrame(rows)
-

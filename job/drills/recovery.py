@@ -272,7 +272,9 @@ def detect(
         raise DetectorError(f"detector: failure times {fails} must be strictly increasing; sort them")
     for f in fails:
         if not t[0] <= f <= t[-1]:
-            raise DetectorError(f"detector: failure at {f}s lies outside the series ({t[0]}s to {t[-1]}s); pass times on the series' clock")
+            raise DetectorError(
+                f"detector: failure at {f}s lies outside the series ({t[0]}s to {t[-1]}s); pass times on the series' clock"
+            )
     horizons = fails[1:] + [float(t[-1]) + 1.0]
 
     per_metric: dict[str, list[MetricRecovery]] = {}

@@ -141,5 +141,7 @@ def reproduce_metadata_trap(
     third = _progress_frame(queries[0], "3 restored", log_latest)
     batches = pd.concat([first, second, third], ignore_index=True)
     run = TrapRun(cfg=cfg, ledger=ledger, backup=backup, restored_from=restored_from, log_latest=log_latest, batches=batches)
-    progress(f"[trap] restored run: {len(run.skipped)} batch(es) with {int(run.skipped['records'].sum())} records skipped by the sink")
+    progress(
+        f"[trap] restored run: {len(run.skipped)} batch(es) with {int(run.skipped['records'].sum())} records skipped by the sink"
+    )
     return run

@@ -150,8 +150,7 @@ class DrainTimeoutError(JobError):
                 "rate, or look at its batches in the Spark UI and the driver log"
             )
         super().__init__(
-            f"streaming query {query} still had {left} of {total} records to process after {timeout_s:.0f}s of "
-            f"draining; {why}"
+            f"streaming query {query} still had {left} of {total} records to process after {timeout_s:.0f}s of draining; {why}"
         )
 
 

@@ -737,8 +737,7 @@ class _Machine:
             rows = m.rows or ()
             items = [(str(r["id"]), b.decode()) for r, b in zip(rows, self.encoded(m))] if rows else [("", None)]
             self.changes += [
-                change(session, site, epoch, seq, "snapshot", rid, data, ts, topic, partition, offset)
-                for rid, data in items
+                change(session, site, epoch, seq, "snapshot", rid, data, ts, topic, partition, offset) for rid, data in items
             ]
             return
         if kind is Kind.UPSERT:

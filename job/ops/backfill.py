@@ -151,6 +151,7 @@ def _iso(ms: int) -> str:
 def resolve_range(start: Bound, end: Bound, bounds: tuple[int, int] | None = None) -> TimeRange:
     """The range ``[start, end)`` with ``earliest``/``latest`` replaced by the archive's
     ``bounds`` (its first and last record timestamps, ms); raises when start >= end."""
+
     def value(bound: Bound, flag: str) -> int:
         if isinstance(bound, int):
             return bound
@@ -325,9 +326,11 @@ def archive_bounds(spark, where: str) -> tuple[int, int] | None:
     ``where``, None when it is empty (the job ran without the archive, or read nothing yet)."""
     from pyspark.sql import functions as F
 
-    row = _read_archive(spark, where).agg(
-        F.min(F.unix_millis("timestamp")).alias("lo"), F.max(F.unix_millis("timestamp")).alias("hi")
-    ).first()
+    row = (
+        _read_archive(spark, where)
+        .agg(F.min(F.unix_millis("timestamp")).alias("lo"), F.max(F.unix_millis("timestamp")).alias("hi"))
+        .first()
+    )
     return None if row is None or row.lo is None else (int(row.lo), int(row.hi))
 
 
@@ -657,10 +660,9 @@ def run_cli(args, settings) -> int:
     if args.switch and not args.ledger:
         raise BackfillError("--switch", "the command line", "give --ledger too: readers are switched only to verified output")
     _job_version(args.job_version)
+    from job.spark.saved import from_args
     from job.verify.lake_check import verify_archive, verify_lake
     from sandbox.spark import spark_session
-
-    from job.spark.saved import from_args
 
     run = from_args(args, settings, ("output", "policy", "window"))
     lake_root = run.output.rstrip("/")

@@ -59,6 +59,7 @@ __all__ = [
 
 Partition = tuple[str, int]
 
+
 class RetentionError(JobError):
     """Kafka did not delete (or could not be told to keep) what a data-loss run asked for."""
 
@@ -393,7 +394,7 @@ def query_run(events: Sequence[object], query: str) -> QueryRun:
     of the query named ``query``: only the last start and what follows it counts."""
     mine = [e for e in events if getattr(e, "query", None) == query]
     starts = [i for i, e in enumerate(mine) if type(e).__name__ == "QueryStarted"]
-    mine = mine[starts[-1]:] if starts else mine
+    mine = mine[starts[-1] :] if starts else mine
     batches = [e for e in mine if type(e).__name__ == "BatchCompleted"]
     ends = [e for e in mine if type(e).__name__ == "QueryTerminated"]
     started = mine[0].at if mine and type(mine[0]).__name__ == "QueryStarted" else None  # type: ignore[attr-defined]

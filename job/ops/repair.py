@@ -176,9 +176,7 @@ def group_key(value: Any, topic: str) -> str:
     return str(value)
 
 
-def find_damage(
-    inputs: pd.DataFrame, present: pd.DataFrame, checkpoint_end: Mapping[Partition, int]
-) -> dict[Partition, int]:
+def find_damage(inputs: pd.DataFrame, present: pd.DataFrame, checkpoint_end: Mapping[Partition, int]) -> dict[Partition, int]:
     """Per partition, the first offset below the checkpoint's end whose output is missing.
 
     ``inputs`` has one row per Kafka record (``topic, partition, offset, kind``; kind None
@@ -251,9 +249,7 @@ def restart_points(
     return cuts
 
 
-def starting_offsets(
-    restart: Mapping[Partition, int], kafka_partitions: Iterable[Partition]
-) -> dict[str, dict[str, int]]:
+def starting_offsets(restart: Mapping[Partition, int], kafka_partitions: Iterable[Partition]) -> dict[str, dict[str, int]]:
     """The Kafka source's ``startingOffsets``: the restart offset of each planned partition,
     earliest (-2) for a partition the checkpoint never saw. The source wants every partition."""
     out: dict[str, dict[str, int]] = {}
@@ -499,7 +495,9 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     kafka = [(t, int(p)) for t, parts in source_end_offsets(bootstrap, cfg.topic_prefix).items() for p in parts]
     if not from_lake:
         ends = checkpoint_end_offsets(sessions_ckpt)
-        progress(f"[repair] step 1: rows carry topic/partition/offset; checkpoint read up to {sum(ends.values())} offsets in {len(ends)} partition(s)")
+        progress(
+            f"[repair] step 1: rows carry topic/partition/offset; checkpoint read up to {sum(ends.values())} offsets in {len(ends)} partition(s)"
+        )
     else:
         # the checkpoint is gone while the sink keeps its log (the trap's other door): the lake says
         # how far the job got, and every partition restarts, as no session state is left
@@ -562,8 +560,15 @@ def _cut_frame(spark, df, plan: RepairPlan, *, by_session: bool):
     return df.where(limit.isNull() | (F.col("offset") < limit))
 
 
-def apply_repair(spark, settings, cfg, plan: RepairPlan, *, restart: Callable[[Any], None] | None = None,
-                 progress: Callable[[str], None] = print) -> Path:
+def apply_repair(
+    spark,
+    settings,
+    cfg,
+    plan: RepairPlan,
+    *,
+    restart: Callable[[Any], None] | None = None,
+    progress: Callable[[str], None] = print,
+) -> Path:
     """Carry out a plan (steps 3, 5 and 6), resuming after the last step its journal records.
 
     ``restart`` runs the job (step 6) with the repaired config; by default the job's queries
@@ -638,7 +643,12 @@ def apply_repair(spark, settings, cfg, plan: RepairPlan, *, restart: Callable[[A
     step("cut-output", 3, f"kept output (before each session's cut) written to {store}/cut", cut_output)
     step("replace-output", 3, "sink directories and their _spark_metadata removed; kept output in <sink>-kept", replace_output)
     step("starting-offsets", 4, f"startingOffsets written to {shown(folder / 'starting-offsets.json')}", write_offsets)
-    step("remove-checkpoint", 5, f"checkpoint {shown(cfg.checkpoint)} copied to {shown(folder / 'checkpoint')} and removed", remove_checkpoint)
+    step(
+        "remove-checkpoint",
+        5,
+        f"checkpoint {shown(cfg.checkpoint)} copied to {shown(folder / 'checkpoint')} and removed",
+        remove_checkpoint,
+    )
     step("restart", 6, "job started from the repaired offsets", start_again)
     return folder
 

@@ -182,7 +182,7 @@ def _split(url: str) -> str:
     """``s3a://bucket/key`` as ``bucket/key`` (the form pyarrow filesystems take)."""
     for scheme in ("s3a://", "s3://"):
         if url.startswith(scheme):
-            return url[len(scheme):].rstrip("/")
+            return url[len(scheme) :].rstrip("/")
     raise UsageError(f"sink path {url!r}", "use an s3a://bucket/prefix URL")
 
 
@@ -301,4 +301,8 @@ def raw_sink_frame(fs, sink_path: str):
     files = sink_data_files(fs, sink_path)
     if not files:
         return None
-    return ds.dataset(files, filesystem=fs, format="parquet", partitioning="hive", partition_base_dir=_split(sink_path)).to_table().to_pandas()
+    return (
+        ds.dataset(files, filesystem=fs, format="parquet", partitioning="hive", partition_base_dir=_split(sink_path))
+        .to_table()
+        .to_pandas()
+    )

@@ -122,15 +122,23 @@ class JobConfig:
         if not (0 <= self.fetch_max_wait_ms <= 60_000):
             raise ConfigError("fetch_max_wait_ms", self.fetch_max_wait_ms, "use 0..60000 ms (Kafka's default is 500)")
         if not (1 <= self.state_partitions <= 10_000):
-            raise ConfigError("state_partitions", self.state_partitions, "use 1..10000 (the cores the job will have at its largest)")
+            raise ConfigError(
+                "state_partitions", self.state_partitions, "use 1..10000 (the cores the job will have at its largest)"
+            )
         if not (0 <= self.input_tasks <= 10_000):
             raise ConfigError("input_tasks", self.input_tasks, "use 1..10000 tasks, or 0 for one task per Kafka partition")
         if not (0 <= self.sink_writers <= 1_000):
-            raise ConfigError("sink_writers", self.sink_writers, "use 0..1000 open files per sink task (0: sort by output, Spark's default)")
+            raise ConfigError(
+                "sink_writers", self.sink_writers, "use 0..1000 open files per sink task (0: sort by output, Spark's default)"
+            )
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
-            raise ConfigError("max_offsets_per_trigger", self.max_offsets_per_trigger, "use a positive number, or None for no limit")
+            raise ConfigError(
+                "max_offsets_per_trigger", self.max_offsets_per_trigger, "use a positive number, or None for no limit"
+            )
         if not _TRIGGER.match(self.trigger) and self.trigger != "available-now":
-            raise ConfigError("trigger", self.trigger, "use an interval such as '5 seconds', '500 ms', '1 minute', or 'available-now'")
+            raise ConfigError(
+                "trigger", self.trigger, "use an interval such as '5 seconds', '500 ms', '1 minute', or 'available-now'"
+            )
         if self.idle_timeout_s < 1:
             raise ConfigError("idle_timeout_s", self.idle_timeout_s, "use a positive number of seconds")
         if not self.output.startswith(("s3a://", "file:/", "/")):
@@ -179,7 +187,7 @@ def parse_offsets(text: str, *, field_name: str = "starting_offsets") -> dict[st
     written as strings (the Kafka source's format). Raises :class:`ConfigError` naming the
     field, the bad value and the fix; returns the offsets with partitions as strings.
     """
-    fix = 'use \'earliest\', \'latest\' or JSON such as {"topic": {"0": 42}} (offset -2 = earliest, -1 = latest)'
+    fix = "use 'earliest', 'latest' or JSON such as {\"topic\": {\"0\": 42}} (offset -2 = earliest, -1 = latest)"
     try:
         data = json.loads(text) if isinstance(text, str) else None
     except ValueError:

@@ -83,4 +83,6 @@ def stateful_executors(spark, query_name: str, query_id: str) -> dict[int, list[
     """Per batch, the executor ids that ran its stateful stage (:func:`last_stage_tasks`), one id
     per task. One id for a batch's two state partitions means they ran one after the other on
     one core."""
-    return {batch: [str(t["executorId"]) for t in tasks] for batch, tasks in last_stage_tasks(spark, query_name, query_id).items()}
+    return {
+        batch: [str(t["executorId"]) for t in tasks] for batch, tasks in last_stage_tasks(spark, query_name, query_id).items()
+    }

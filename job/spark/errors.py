@@ -91,6 +91,10 @@ def query_error(query: str, exc: BaseException, *, log: object = None) -> JobErr
             "repair it: python -m job repair --checkpoint <the job's checkpoint> --apply (job/ops/repair.py)",
         )  # fmt: skip
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    cause = next((line for line in reversed(lines) if re.match(r"^[\w.]*(Error|Exception)\b", line)), lines[0] if lines else repr(exc))
+    cause = next(
+        (line for line in reversed(lines) if re.match(r"^[\w.]*(Error|Exception)\b", line)), lines[0] if lines else repr(exc)
+    )
     where = f"the driver log {log}" if log else "the driver log"
-    return QueryFailedError(query, f"failed with {cause[:500]}", f"{where} has the full trace; fix the cause and run again (the checkpoint resumes)")
+    return QueryFailedError(
+        query, f"failed with {cause[:500]}", f"{where} has the full trace; fix the cause and run again (the checkpoint resumes)"
+    )

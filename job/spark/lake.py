@@ -52,6 +52,7 @@ def find_sink(spark, lake_root: str) -> str:
         return old
     return new
 
+
 #: The file sink's partition columns: one folder per output. Each stateful task writes one
 #: file per folder and batch, so a batch of a fleet writes a few files a task, not one per
 #: topic and output (see docs/decisions/0008-lake-partitioned-by-output.md). ``topic`` stays a

@@ -1,17 +1,17 @@
 """The streaming job: Kafka -> ordered, per-session state machine -> Parquet on object storage.
 
-    source   readStream.format("kafka") with subscribePattern ^<prefix>.* (new sites are found
-             every ``topic_discovery_ms`` without a restart)
-    group    by session id (the Kafka key; keyless records go to a per-topic pseudo-session
-             that quarantines them)
-    operator transformWithState (Row-based), transformWithStateInPandas or applyInPandasWithState
-             (``JobConfig.operator``; the same per-session function under each), RocksDB
-             state store, processing-time timers that expire idle sessions. Spark does not order rows within a group, so each batch's
-             rows are sorted by (partition, offset) before the pure state machine sees them.
-    sink     one Parquet file sink partitioned by output (``lake.SINK_PARTITIONS``; topic is a
-             column): the three outputs of the operator and, as a fourth, ``raw``, the archive
-             of every input record, from the same Kafka read, trigger and commit. Checkpoints
-             live on local disk.
+source   readStream.format("kafka") with subscribePattern ^<prefix>.* (new sites are found
+         every ``topic_discovery_ms`` without a restart)
+group    by session id (the Kafka key; keyless records go to a per-topic pseudo-session
+         that quarantines them)
+operator transformWithState (Row-based), transformWithStateInPandas or applyInPandasWithState
+         (``JobConfig.operator``; the same per-session function under each), RocksDB
+         state store, processing-time timers that expire idle sessions. Spark does not order rows within a group, so each batch's
+         rows are sorted by (partition, offset) before the pure state machine sees them.
+sink     one Parquet file sink partitioned by output (``lake.SINK_PARTITIONS``; topic is a
+         column): the three outputs of the operator and, as a fourth, ``raw``, the archive
+         of every input record, from the same Kafka read, trigger and commit. Checkpoints
+         live on local disk.
 """
 
 from __future__ import annotations
@@ -403,8 +403,15 @@ def archive_query_kept(cfg: JobConfig) -> bool:
     return (cfg.checkpoint / "raw" / "offsets").is_dir()
 
 
-def start(spark, cfg: JobConfig, *, bootstrap: str, raw_in_sink: bool | None = None,
-          partition_by: tuple[str, ...] | None = None, allow_sink_ahead: bool = False) -> list:
+def start(
+    spark,
+    cfg: JobConfig,
+    *,
+    bootstrap: str,
+    raw_in_sink: bool | None = None,
+    partition_by: tuple[str, ...] | None = None,
+    allow_sink_ahead: bool = False,
+) -> list:
     """Start the sessions query (and, in an older job's checkpoint, the raw archive's own
     query) and return the StreamingQuery handles.
 

@@ -68,7 +68,9 @@ def from_json(text: str, *, where: str = FILE) -> JobConfig:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ConfigError(where, text[:80], f"not JSON ({exc}); move the file away to run from the command line's settings") from None
+        raise ConfigError(
+            where, text[:80], f"not JSON ({exc}); move the file away to run from the command line's settings"
+        ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("config"), dict):
         raise ConfigError(where, (data or {}).get("format") if isinstance(data, dict) else data,
                           f"not a job.json of format {FORMAT}; move the file away to run from the command line's settings")  # fmt: skip
@@ -153,10 +155,16 @@ def resolve(settings, checkpoint: Path | None, given: Mapping[str, Any], *, say:
             f"using the command line's settings and the defaults")  # fmt: skip
         kept = None
     elif kept is None and (base.checkpoint / "sessions" / "commits").is_dir():
-        say(f"[config] {path(base.checkpoint)} not found (a checkpoint from an older version): using the command line's settings and the defaults")
+        say(
+            f"[config] {path(base.checkpoint)} not found (a checkpoint from an older version): using the command line's settings and the defaults"
+        )
     if kept is None:
         return dataclasses.replace(base, **given)
-    changed = {k: v for k, v in given.items() if getattr(kept, k) != v and not (k == "output" and v.rstrip("/") == kept.output.rstrip("/"))}
+    changed = {
+        k: v
+        for k, v in given.items()
+        if getattr(kept, k) != v and not (k == "output" and v.rstrip("/") == kept.output.rstrip("/"))
+    }
     say(f"[config] the run's settings from {path(kept_in or base.checkpoint)}"
         + ("".join(f"; --{k.replace('_', '-')} {v} overrides the saved {getattr(kept, k)!r}" for k, v in changed.items())))  # fmt: skip
     return dataclasses.replace(kept, **changed)

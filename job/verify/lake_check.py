@@ -12,7 +12,6 @@ from pathlib import Path
 from job.engine.errors import LakeError, VerifierResourceError
 from job.spark import lake as lake_layout  # `lake` is verify_lake's parameter, the lake root
 
-
 #: The verifier's own Spark, when the caller has none: a one-shot read of the lake, judged in
 #: this machine's cores, with nothing for the cluster's executors to do that this process cannot
 #: (on chapter 04's lake, 24.0 s with a session on the sandbox cluster against 13.7 s local).
@@ -66,7 +65,9 @@ def _resource_error(settings, exc: BaseException):
     fix = (f"give it more with --driver-memory (or OSL_VERIFY_DRIVER_MEMORY), e.g. --driver-memory "
            f"{_doubled(memory)}; this machine has {_free_memory()} available")  # fmt: skip
     if "System memory" in text and "must be at least" in text:
-        return VerifierResourceError(f"the verifier's Spark driver cannot start with {memory} of heap (Spark needs about 512m)", fix)
+        return VerifierResourceError(
+            f"the verifier's Spark driver cannot start with {memory} of heap (Spark needs about 512m)", fix
+        )
     proc = getattr(SparkContext._gateway, "proc", None)  # noqa: SLF001 - the JVM pyspark launched
     if proc is None:
         return None
@@ -75,12 +76,12 @@ def _resource_error(settings, exc: BaseException):
     except Exception:  # noqa: BLE001 - still running: the error was not the JVM's end
         return None
     log = driver_log(settings)
-    tail = log.read_bytes()[_log_start.get(log, 0):][-200_000:].decode("utf-8", "replace") if log.exists() else ""
+    tail = log.read_bytes()[_log_start.get(log, 0) :][-200_000:].decode("utf-8", "replace") if log.exists() else ""
     SparkContext._gateway = None  # noqa: SLF001 - the next session in this process needs a new JVM
     SparkContext._jvm = None  # noqa: SLF001
     SparkContext._active_spark_context = None  # noqa: SLF001
     if "OutOfMemoryError" in tail:
-        what = tail[tail.rindex("OutOfMemoryError"):].splitlines()[0].removeprefix("OutOfMemoryError").strip(": ")
+        what = tail[tail.rindex("OutOfMemoryError") :].splitlines()[0].removeprefix("OutOfMemoryError").strip(": ")
         return VerifierResourceError(
             f"the verifier's Spark driver ran out of memory ({what or 'java.lang.OutOfMemoryError'}) with "
             f"{memory} of heap, and exited (status {status}; log {log})", fix)  # fmt: skip
@@ -117,7 +118,9 @@ def lake_frames(spark, lake_root: str) -> dict[str, object]:
 def _s3_target(settings):
     from producers.ledger import S3Target
 
-    return S3Target(endpoint=settings.endpoints().s3_endpoint, access_key=settings.s3_access_key, secret_key=settings.s3_secret_key)
+    return S3Target(
+        endpoint=settings.endpoints().s3_endpoint, access_key=settings.s3_access_key, secret_key=settings.s3_secret_key
+    )
 
 
 def load_ledger(settings, ledger: str):
@@ -199,6 +202,8 @@ def verify_archive(settings, *, ledger: str, lake: str, spark=None, raw_path: st
     topics = sorted(set(frame["topic"].dropna()))
     raw = read_raw(spark, raw_path or lake)
     if raw is None:
-        raise LakeError(raw_path or lake, "no sink and no raw archive here", "pass the lake root the job wrote (--lake, or --raw)")
+        raise LakeError(
+            raw_path or lake, "no sink and no raw archive here", "pass the lake root the job wrote (--lake, or --raw)"
+        )
     archived = raw.where(F.col("topic").isin(topics)).select("topic", "partition", "offset").toPandas()
     return check_archive(frame, archived)

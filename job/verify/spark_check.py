@@ -67,8 +67,10 @@ def check_frames(spark, ledger_df, outputs_df, *, policy: Policy, deleted: Seque
     outputs = outputs_df.where(outputs_df["output"].isin(*OUTPUTS)).select(*columns)
     # Sessions are judged in buckets of whole sessions: one Python call per session cost ~16 ms
     # each, most of a small fleet's time (docs/verifier.md).
-    judged = ledger_df.groupBy(_bucket()).cogroup(outputs.groupBy(_bucket())).applyInArrow(
-        _judge_group(policy, deleted, stop), _RESULT_DDL
+    judged = (
+        ledger_df.groupBy(_bucket())
+        .cogroup(outputs.groupBy(_bucket()))
+        .applyInArrow(_judge_group(policy, deleted, stop), _RESULT_DDL)
     )
     return _report(policy, judged.collect())
 
@@ -122,8 +124,7 @@ def _output(table: pa.Table, name: str):
 
 def _part_table(part: Part) -> pa.Table:
     rows: list[dict] = [
-        {"what": "finding", "ordinal": i, **{k: getattr(f, k) for k in _FINDING_FIELDS}}
-        for i, f in enumerate(part.findings)
+        {"what": "finding", "ordinal": i, **{k: getattr(f, k) for k in _FINDING_FIELDS}} for i, f in enumerate(part.findings)
     ]
     rows.append({"what": "tally", "sessions": part.sessions, **{k: part.tally[k] for k in _TALLY}})
     rows += [{"what": "foreign", "session": s} for s in sorted(part.foreign)]

@@ -161,8 +161,10 @@ class Finding:
     def line(self) -> str:
         where = f"epoch {self.epoch} seq {self.seq}" if self.seq is not None else "session-wide"
         record = f" {self.topic}[{self.partition}]@{self.offset}" if self.offset is not None else ""
-        verdict = f"allowed by {self.fault}" if self.allowed else (
-            f"NOT allowed, in a {self.fault} window" if self.fault else "NOT allowed, no fault explains it"
+        verdict = (
+            f"allowed by {self.fault}"
+            if self.allowed
+            else (f"NOT allowed, in a {self.fault} window" if self.fault else "NOT allowed, no fault explains it")
         )
         return f"{self.kind} session {self.session} {where}{record}: {self.detail} [{verdict}]"
 
@@ -405,9 +407,7 @@ class _Session:
         # Built on first use: only sessions with findings need them.
         self._touches: dict[str, list[tuple[int, int]]] | None = None
         self._where: dict[tuple[int, int], tuple[str, int, int]] | None = None
-        self.quarantined_at = {
-            (str(q.topic), int(q.partition), int(q.offset)): q for q in quarantine.itertuples(index=False)
-        }
+        self.quarantined_at = {(str(q.topic), int(q.partition), int(q.offset)): q for q in quarantine.itertuples(index=False)}
 
     @property
     def stopped_by(self) -> str | None:
@@ -658,7 +658,7 @@ def _check_reordered(s: _Session, out: _Findings) -> None:
             continue  # applied again: that is `duplicated`
         seen.add(key)
         if earlier and earlier[-1][0] > key:
-            ahead = earlier[bisect.bisect_right(earlier, (key, ("", 0, 0), "")):]
+            ahead = earlier[bisect.bisect_right(earlier, (key, ("", 0, 0), "")) :]
             if s.policy == "window":
                 ahead = [w for w in ahead if not _window_held(s.order, key, w[0], w[2], done)]
             if ahead:
@@ -846,12 +846,12 @@ def _out_of_line(times: Sequence[int], tolerance: int) -> list[tuple[int, tuple[
     tails: list[int] = []
     for i, t in enumerate(times):
         at = bisect.bisect_right(tails, t)
-        tails[at:at + 1] = [t]
+        tails[at : at + 1] = [t]
         ending[i] = at + 1
     tails = []
     for i in range(n - 1, -1, -1):  # backwards, negated: non-decreasing from i onwards
         at = bisect.bisect_right(tails, -times[i])
-        tails[at:at + 1] = [-times[i]]
+        tails[at : at + 1] = [-times[i]]
         starting[i] = at + 1
     longest = max(ending, default=0)
     inline = [ending[i] + starting[i] - 1 == longest for i in range(n)]
@@ -1002,10 +1002,7 @@ def _latest_status(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
 def strict_candidates(expected: Mapping[str, ExpectedSession]) -> list[tuple[int, str, str]]:
     """The faults that make ``strict`` fail, as ``(send_index, fault, session)``."""
     return [
-        (int(w.send_index), str(w.fault), s.session)
-        for s in expected.values()
-        for w in s.windows
-        if w.fault in _STRICT_STOPS
+        (int(w.send_index), str(w.fault), s.session) for s in expected.values() for w in s.windows if w.fault in _STRICT_STOPS
     ]
 
 

@@ -188,9 +188,7 @@ def test_jupyterlab_in_a_browser_runs_chapter_00_top_to_bottom_and_saves_the_lea
         assert "/lab/tree/notebooks/00-tour.ipynb" in page.url, page.url
         expect(page.get_by_text("is read-only")).to_have_count(0)
         # the kernel starts with the notebook; a command sent before it is ready can be dropped
-        expect(page.get_by_role("button", name=re.compile(r"Python 3 \(ipykernel\) \| Idle"))).to_be_visible(
-            timeout=120_000
-        )
+        expect(page.get_by_role("button", name=re.compile(r"Python 3 \(ipykernel\) \| Idle"))).to_be_visible(timeout=120_000)
         # the working copy holds the recorded outputs: clear them first, so that what is checked below
         # can only come from this run (without it, the recorded "tour complete" passed in 6 s)
         page.locator(".lm-MenuBar-itemLabel", has_text="Edit").click()

@@ -42,9 +42,7 @@ def _installed_compose() -> list[str] | None:
     return None
 
 
-def _compose_config(
-    cli: list[str], env_overrides: dict[str, str], tmp_path: Path, *args: str
-) -> subprocess.CompletedProcess:
+def _compose_config(cli: list[str], env_overrides: dict[str, str], tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     # A clean environment and an empty env file: neither the developer's shell nor a local .env
     # may change what is checked.
     env = {k: v for k, v in os.environ.items() if not k.startswith("OSL_")} | env_overrides

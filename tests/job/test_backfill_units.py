@@ -149,7 +149,7 @@ def test_a_strict_stop_inside_a_spark_task_is_reported_by_its_integrity_message(
     from job.ops.backfill import _integrity_line
 
     wrapped = (
-        "py4j.protocol.Py4JJavaError: An error occurred\n  File \"x.py\"\n"
+        'py4j.protocol.Py4JJavaError: An error occurred\n  File "x.py"\n'
         'job.engine.errors.IntegrityError: session "s1" topic t[0] offset 9: seq 4 after 2 (gap of 1); policy strict stops here\n'
         "\tat org.apache.spark..."
     )

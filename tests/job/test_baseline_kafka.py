@@ -55,7 +55,11 @@ def test_a_faulty_run_read_by_the_baseline_passes_the_verifier(
     ends = end_offsets(bootstrap, prefix)
     assert len(ends) == 9  # three sites, three partitions each
     config = BaselineConfig(
-        bootstrap=bootstrap, topic_prefix=prefix, policy=policy, end_offsets=ends, idle_s=60  # type: ignore[arg-type]
+        bootstrap=bootstrap,
+        topic_prefix=prefix,
+        policy=policy,
+        end_offsets=ends,
+        idle_s=60,  # type: ignore[arg-type]
     )
     result = run_baseline(config)
     assert result.stopped == "end-offsets" and result.error is None

@@ -87,9 +87,24 @@ def test_the_outputs_round_trip_through_parquet_and_still_verify(tmp_path: Path)
     assert back["quarantine"][["value", "reason"]].values.tolist() == [[b"{bad", "invalid-json"]]
     assert len(back["rows"]) == len(rows) and back["sessions"]["status"].tolist() == ["open", "ended"]
     entries = [
-        LedgerEntry(run_id="r", send_index=i, site="fleet-2", session="s1", topic=x.topic, kind="?", seq=i, epoch=0,
-                    ts=i, intended=x.value.decode(), sent=x.value, fault=None, fault_detail=None, outcome="ok",
-                    partition=0, offset=i)  # fmt: skip
+        LedgerEntry(
+            run_id="r",
+            send_index=i,
+            site="fleet-2",
+            session="s1",
+            topic=x.topic,
+            kind="?",
+            seq=i,
+            epoch=0,
+            ts=i,
+            intended=x.value.decode(),
+            sent=x.value,
+            fault=None,
+            fault_detail=None,
+            outcome="ok",
+            partition=0,
+            offset=i,
+        )  # fmt: skip
         for i, x in enumerate(records)
     ]
     ledger = ledger_frame(entries).assign(kind=["snapshot", "upsert", "upsert", "snapshot", "end"])

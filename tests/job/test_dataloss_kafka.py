@@ -8,7 +8,6 @@ test_dataloss_units.py. A copy here cost 54 s of every CI run for nothing new.""
 
 from __future__ import annotations
 
-
 import pytest
 
 from job.ops import dataloss

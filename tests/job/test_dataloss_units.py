@@ -127,7 +127,12 @@ with consumer group spark-kafka-source-33239379-22c3-4989-a9e6-e560f3d51196-9094
 def test_the_executors_unbracketed_data_loss_is_recognised_by_its_sentence():
     error = query_error("ordered-sessions-sessions", Exception(EXECUTOR_FAILURE))
     assert isinstance(error, DataLossError)
-    assert (error.reason, error.topic, error.partition, error.lost) == ("COULD_NOT_READ_OFFSET_RANGE", "nb07-18b607-weather-1", 0, 95)
+    assert (error.reason, error.topic, error.partition, error.lost) == (
+        "COULD_NOT_READ_OFFSET_RANGE",
+        "nb07-18b607-weather-1",
+        0,
+        95,
+    )
     message = str(error)
     assert "consumer group" not in message and "\tat " not in message and "\n" not in message
     assert "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE" in message and "[2154, 2249)" in message
@@ -147,7 +152,12 @@ def test_kafka_data_loss_is_one_paragraph_naming_query_partition_offsets_and_fix
 @pytest.mark.parametrize(
     ("reason", "detail", "partition", "lost"),
     [
-        ("COULD_NOT_READ_OFFSET_RANGE", "Could not read records in offset [10, 30) for topic partition t-x-1 with consumer group g.", 1, 20),
+        (
+            "COULD_NOT_READ_OFFSET_RANGE",
+            "Could not read records in offset [10, 30) for topic partition t-x-1 with consumer group g.",
+            1,
+            20,
+        ),
         ("PARTITION_OFFSET_CHANGED", "Partition t-x-0 offset was changed from 500 to 0. This could be either 1) ...", 0, None),
         ("PARTITIONS_DELETED", "Partitions [t-x-0] have been deleted.", None, None),
     ],
@@ -223,10 +233,14 @@ def test_the_data_loss_stop_names_every_range_kafka_deleted_not_the_first_fetch_
     spark_says = DataLossError("q", reason="COULD_NOT_READ_OFFSET_RANGE", detail="Could not read records in offset "
                                "[1665, 1998) for topic partition w-1-0", topic="w-1", partition=0, lost=333)  # fmt: skip
     assert "333 records from w-1[0]" in str(spark_says) and "first range it failed to fetch" in str(spark_says)
-    named = spark_says.naming([("w-0[1] offsets 1665..2575 (911 records)", 911), ("w-1[0] offsets 1665..2677 (1013 records)", 1013)])
+    named = spark_says.naming(
+        [("w-0[1] offsets 1665..2575 (911 records)", 911), ("w-1[0] offsets 1665..2677 (1013 records)", 1013)]
+    )
     text = str(named)
-    assert "Kafka no longer has 1924 records that the checkpoint says come next: w-0[1] offsets 1665..2575 (911 records); " \
-           "w-1[0] offsets 1665..2677 (1013 records)" in text
+    assert (
+        "Kafka no longer has 1924 records that the checkpoint says come next: w-0[1] offsets 1665..2575 (911 records); "
+        "w-1[0] offsets 1665..2677 (1013 records)" in text
+    )
     assert "333" not in text.split("Spark stopped at")[0]  # Spark's first range is kept only as its own words
     assert "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE" in text and "--no-fail-on-data-loss" in text
     assert named.exit_status == spark_says.exit_status == 1

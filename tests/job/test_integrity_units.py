@@ -76,4 +76,3 @@ def test_the_resync_model_grows_with_the_interval_and_the_fault_rate() -> None:
     assert shares == sorted(shares) and 0.35 < shares[2] < 0.4 and shares[-1] > 0.75
     with pytest.raises(ValueError, match="interval 0"):
         expected_fraction(0.1, 0)
-

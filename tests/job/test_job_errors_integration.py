@@ -61,7 +61,7 @@ def test_strict_run_that_hits_a_fault_prints_the_integrity_error_and_exits_1(san
     # the JVM's and the driver-side Python worker's chatter went to the driver log
     assert "Python worker" not in done.stderr and "WARNING" not in done.stderr, done.stderr
     error = done.stderr.strip().splitlines()[-1]
-    assert error.startswith(f'error: session "') and f"topic {prefix}" in error, error
+    assert error.startswith('error: session "') and f"topic {prefix}" in error, error
     assert "gap of 1" in error and "policy strict stops here" in error, error
 
 

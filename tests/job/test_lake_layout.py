@@ -76,7 +76,8 @@ def test_sink_log_compact_reads_the_newest_compact_file_spark_itself_wrote(spark
     sink = f"file:{tmp_path}/out"
     assert lake.sink_log_compact(spark, sink) is None  # no log yet
     log = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog(
-        1, spark._jsparkSession, f"{sink}/_spark_metadata", getattr(getattr(jvm.scala, "None$"), "MODULE$"))
+        1, spark._jsparkSession, f"{sink}/_spark_metadata", getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    )
     for batch in range(25):
         files = spark.sparkContext._gateway.new_array(status, 4)
         for i in range(4):

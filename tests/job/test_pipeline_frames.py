@@ -130,8 +130,17 @@ def _input_frames(messages, order):
 
 @pytest.mark.parametrize(
     ("trigger", "ms"),
-    [("1 second", 1000), ("500 ms", 500), ("250 milliseconds", 250), ("2 seconds", 2000), ("5s", 5000), ("1 minute", 60_000),
-     ("3 m", 180_000), ("available-now", None), ("soon", None)],
+    [
+        ("1 second", 1000),
+        ("500 ms", 500),
+        ("250 milliseconds", 250),
+        ("2 seconds", 2000),
+        ("5s", 5000),
+        ("1 minute", 60_000),
+        ("3 m", 180_000),
+        ("available-now", None),
+        ("soon", None),
+    ],
 )
 def test_trigger_ms_reads_every_interval_the_job_accepts(trigger, ms):
     assert trigger_ms(trigger) == ms

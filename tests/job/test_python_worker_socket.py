@@ -28,7 +28,7 @@ def socket_kinds(fd_dir: Path = Path("/proc/self/fd"), net: Path = Path("/proc/n
         except OSError:  # closed since the listing
             continue
         if target.startswith("socket:["):
-            mine.append(target[len("socket:["):-1])
+            mine.append(target[len("socket:[") : -1])
     return {"unix": sum(i in unix for i in mine), "tcp": sum(i in tcp for i in mine)}
 
 

@@ -65,7 +65,10 @@ def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_
     assert archived == _archived(spark, old.output), "both places hold the same records, key, value and Kafka timestamp"
     # the archive is input, not output: the readers of the three outputs never see it
     assert lake.read_output(spark, lake.sink_path(new.output), "rows").count() > 0
-    assert {r.output for r in spark.read.parquet(lake.sink_path(new.output)).select("output").distinct().collect()} >= {"raw", "rows"}
+    assert {r.output for r in spark.read.parquet(lake.sink_path(new.output)).select("output").distinct().collect()} >= {
+        "raw",
+        "rows",
+    }
 
 
 def test_with_a_file_open_per_output_the_sink_writes_its_rows_without_sorting_them(sandbox, spark, tmp_path):
@@ -85,7 +88,9 @@ def test_with_a_file_open_per_output_the_sink_writes_its_rows_without_sorting_th
         batch = next(p["batchId"] for p in query.recentProgress if p["numInputRows"])
         tasks = last_stage_tasks(spark, query.name, str(query.id))[batch]
         assert len(tasks) == 2 * cfg.state_partitions, "the operator's tasks, then the archive's"
-        peaks[writers] = [t["taskMetrics"]["peakExecutionMemory"] for t in tasks[cfg.state_partitions:]]
-        outputs[writers] = sorted(tuple(r) for r in spark.read.parquet(lake.sink_path(cfg.output)).groupBy("output").count().collect())
+        peaks[writers] = [t["taskMetrics"]["peakExecutionMemory"] for t in tasks[cfg.state_partitions :]]
+        outputs[writers] = sorted(
+            tuple(r) for r in spark.read.parquet(lake.sink_path(cfg.output)).groupBy("output").count().collect()
+        )
     assert all(p > 0 for p in peaks[0]) and peaks[4] == [0, 0], f"the archive's tasks' peak execution memory: {peaks}"
     assert outputs[0] == outputs[4], "the same rows in each output either way"

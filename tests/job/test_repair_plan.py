@@ -95,7 +95,9 @@ def test_plan_restarts_the_partition_at_the_earliest_cut_and_counts_rows_to_dele
     (p0,) = plan.partitions
     assert (p0.damage, p0.restart, p0.damaged) == (6, 1, True)
     # a's rows from offset 4 and b's from offset 1 are rewritten by the restarted job
-    assert p0.rows_to_delete == len(LAKE[((LAKE.session == "a") & (LAKE.offset >= 4)) | ((LAKE.session == "b") & (LAKE.offset >= 1))])
+    assert p0.rows_to_delete == len(
+        LAKE[((LAKE.session == "a") & (LAKE.offset >= 4)) | ((LAKE.session == "b") & (LAKE.offset >= 1))]
+    )
     assert plan.offsets == {T: {"0": 1, "1": -2}}
     assert "damage" in plan.describe() and plan.backup in plan.describe()
 

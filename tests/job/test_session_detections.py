@@ -278,9 +278,7 @@ def test_strict_policy_raises_on_an_orphan_update() -> None:
         (encode(BASE[2]).replace(b'"seq":2', b'"seq":"2"'), "wrong-type"),
     ],
 )
-def test_unparseable_record_is_quarantined_with_the_contract_reason(
-    policy: str, value: bytes | None, reason: str
-) -> None:
+def test_unparseable_record_is_quarantined_with_the_contract_reason(policy: str, value: bytes | None, reason: str) -> None:
     s = run([BASE[0], BASE[1], value, *BASE[3:]], policy)
     bad = [q for q in s.quarantine if q.offset == 2]
     assert [(q.reason, q.seq, q.value, q.session, q.key) for q in bad] == [

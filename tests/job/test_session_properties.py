@@ -93,12 +93,19 @@ def build_stream(
             records.append(Record(TOPIC, 0, offset, m.session, t.value, 1_000 + offset))
             arrived[i] = records[-1]
         entries.append(
-            ledger_entry(m, i, topic=TOPIC, outcome="indeterminate" if outcome.startswith("indeterminate") else outcome,
-                         sent=t.value, fault=t.fault, detail=t.detail, offset=offset if outcome == "ok" else None)  # fmt: skip
+            ledger_entry(
+                m,
+                i,
+                topic=TOPIC,
+                outcome="indeterminate" if outcome.startswith("indeterminate") else outcome,
+                sent=t.value,
+                fault=t.fault,
+                detail=t.detail,
+                offset=offset if outcome == "ok" else None,
+            )  # fmt: skip
         )
     recipe = (
-        f"seed={seed}, site_seed={site_seed}, length={length}, every={every}, rows={rows}, "
-        f"faults={faults}, delivery={delivery}"
+        f"seed={seed}, site_seed={site_seed}, length={length}, every={every}, rows={rows}, faults={faults}, delivery={delivery}"
     )
     return Stream(driver.id, ledger_frame(entries), entries, records, arrived, faults, recipe)
 
@@ -237,9 +244,7 @@ def test_how_records_are_cut_into_micro_batches_does_not_change_the_outcome(stre
 
 @PROPERTY
 @given(stream=streams(), cuts=st.lists(st.integers(0, 200), min_size=1, max_size=6))
-def test_the_stored_form_between_micro_batches_keeps_everything_the_json_form_does(
-    stream: Stream, cuts: list[int]
-) -> None:
+def test_the_stored_form_between_micro_batches_keeps_everything_the_json_form_does(stream: Stream, cuts: list[int]) -> None:
     for policy in ("resync", "window", "none"):
         as_json = run_in_batches(stream, policy, cuts)
         stored = run_in_batches(stream, policy, cuts, stored=True)
@@ -395,9 +400,7 @@ def test_a_session_without_faults_shows_no_anomaly_under_any_policy(
 
 @PROPERTY
 @given(seed=st.integers(0, 2**31), length=st.integers(3, 90), k=st.integers(1, 6), p=st.sampled_from([0.05, 0.2]))
-def test_under_none_every_record_a_reorder_moved_later_is_reported_reordered(
-    seed: int, length: int, k: int, p: float
-) -> None:
+def test_under_none_every_record_a_reorder_moved_later_is_reported_reordered(seed: int, length: int, k: int, p: float) -> None:
     stream = build_stream(seed=seed, site_seed=seed % 3, length=length, every=10, rows=4, faults=(f"reorder:{p}:k={k}",))
     s = step(None, stream.records, policy="none")
     report = check(stream.ledger, *output_frames(s.changes, s.quarantine, [s.status]), policy="none")
@@ -412,9 +415,7 @@ def test_under_none_every_record_a_reorder_moved_later_is_reported_reordered(
 
 
 def test_an_oversized_record_in_a_generated_session_is_refused_and_the_table_recovers() -> None:
-    stream = build_stream(
-        seed=3, site_seed=1, length=40, every=10, rows=4, faults=("oversized:at=4", "drop:at=12")
-    )
+    stream = build_stream(seed=3, site_seed=1, length=40, every=10, rows=4, faults=("oversized:at=4", "drop:at=12"))
     s = step(None, stream.records, policy="resync")
     assert [q.reason for q in s.quarantine][:1] == ["too-large"]
     exp = expected_sessions(stream.ledger)[stream.session]

@@ -47,8 +47,16 @@ def ledger(*items: Message | tuple[Message, dict[str, Any]]) -> pd.DataFrame:
         outcome = opts.get("outcome", "not-sent" if fault in NOT_SENT else "ok")
         sent = opts.get("sent", encode(m)) if outcome != "not-sent" else None
         entries.append(
-            ledger_entry(m, i, topic=TOPIC, outcome=outcome, sent=sent, fault=fault, detail=opts.get("detail"),
-                         offset=offset if outcome == "ok" else None)  # fmt: skip
+            ledger_entry(
+                m,
+                i,
+                topic=TOPIC,
+                outcome=outcome,
+                sent=sent,
+                fault=fault,
+                detail=opts.get("detail"),
+                offset=offset if outcome == "ok" else None,
+            )  # fmt: skip
         )
         offset += opts.get("arrives", outcome == "ok")
     return ledger_frame(entries)
@@ -217,9 +225,7 @@ def test_a_duplicate_applied_twice_passes_under_none_but_not_under_resync() -> N
 def test_a_wrong_value_after_the_closing_snapshot_fails() -> None:
     df = ledger(*BASE)
     changes, quarantine, statuses = outputs(df)
-    changes = [
-        dataclasses.replace(c, data=json.dumps(r("b", 3))) if c.seq == 4 and c.row_id == "b" else c for c in changes
-    ]
+    changes = [dataclasses.replace(c, data=json.dumps(r("b", 3))) if c.seq == 4 and c.row_id == "b" else c for c in changes]
     report = verify(df, changes, quarantine, statuses)
     [wrong] = [f for f in report.disallowed if f.kind == "wrong-value"]
     assert (wrong.seq, wrong.offset) == (4, 4) and "differs in v: {v=3} instead of {v=2}" in wrong.detail
@@ -272,9 +278,7 @@ def test_a_missing_status_row_fails() -> None:
     df = ledger(*BASE)
     changes, quarantine, _ = outputs(df)
     report = verify(df, changes, quarantine, [])
-    assert [(f.kind, f.detail) for f in report.disallowed] == [
-        ("unexpected", "the output has no status row for this session")
-    ]
+    assert [(f.kind, f.detail) for f in report.disallowed] == [("unexpected", "the output has no status row for this session")]
 
 
 def test_the_latest_status_row_of_a_session_wins() -> None:
@@ -441,8 +445,14 @@ def test_sessions_judged_apart_give_the_report_of_the_whole(policy: str) -> None
     whole = check(df, rows, quar, stats, policy=policy)  # type: ignore[arg-type]
     stop = strict_stop(strict_candidates(expected_for(df))) if policy == "strict" else None
     parts = [
-        judge_part(df[df["session"] == sid], rows[rows["session"] == sid], quar[quar["session"] == sid],
-                   stats[stats["session"] == sid], policy=policy, stop=stop)  # type: ignore[arg-type]  # fmt: skip
+        judge_part(
+            df[df["session"] == sid],
+            rows[rows["session"] == sid],
+            quar[quar["session"] == sid],
+            stats[stats["session"] == sid],
+            policy=policy,
+            stop=stop,
+        )  # type: ignore[arg-type]  # fmt: skip
         for sid in (other, "other-run-s0000", SID)
     ]
     assert whole.ok and whole.anomalies and whole.foreign_sessions == 1, whole.summary()

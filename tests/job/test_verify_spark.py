@@ -59,7 +59,11 @@ def test_the_spark_verifier_blames_kafka_for_the_records_it_deleted_as_the_pure_
     sent = load_ledger(sandbox.settings, ledger)
     ok = sent[sent["outcome"] == "ok"].sort_values("offset")
     first = ok.iloc[0]
-    deleted = [DeletedRange(topic=first.topic, partition=int(first.partition), start=0, end=int(ok[ok["topic"] == first.topic]["offset"].median()))]
+    deleted = [
+        DeletedRange(
+            topic=first.topic, partition=int(first.partition), start=0, end=int(ok[ok["topic"] == first.topic]["offset"].median())
+        )
+    ]
     frames = lake_frames(spark, output)
     pure = check(sent, frames["rows"], frames["quarantine"], frames["sessions"], policy="resync", deleted=deleted)
     in_spark = verify_lake(sandbox.settings, ledger=ledger, lake=output, policy="resync", spark=spark, deleted=deleted)

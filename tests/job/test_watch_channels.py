@@ -109,7 +109,9 @@ def test_progress_json_becomes_a_batch_with_merged_kafka_end_offsets():
         "sources": [{"endOffset": '{"t1":{"0":10,"1":4}}'}, {"endOffset": {"t2": {"0": 3}}}, {"endOffset": "not json"}],
     }  # fmt: skip
     event = batch_from_progress(progress, at=5.0)
-    assert event == BatchCompleted(query="q", at=5.0, batch_id=7, input_rows=42, end_offsets={"t1": {"0": 10, "1": 4}, "t2": {"0": 3}})
+    assert event == BatchCompleted(
+        query="q", at=5.0, batch_id=7, input_rows=42, end_offsets={"t1": {"0": 10, "1": 4}, "t2": {"0": 3}}
+    )
 
 
 def test_event_log_round_trips_and_returns_only_whole_lines(tmp_path):
@@ -173,7 +175,6 @@ def test_watchdog_samples_lag_and_ticks_into_a_stall_then_a_failing_sampler_keep
     assert blind.figures["kafka_failure"] == "Kafka unreachable" and blind.figures["lag_records"] == "unknown"
 
 
-
 def test_a_killed_drivers_last_batch_is_applied_before_its_death_so_only_the_restart_recovers(tmp_path):
     """Chapter 04 once paged 'recovered' before the driver kill and nothing after it: the event
     log's last batch, written just before the SIGKILL, was read after the death was declared
@@ -209,5 +210,7 @@ def test_a_killed_drivers_last_batch_is_applied_before_its_death_so_only_the_res
     raised = [json.loads(line) for line in alerts.read_text().splitlines()]
     assert [a["kind"] for a in raised] == ["error", "recovered"], raised
     assert f"driver process {first.pid} is gone" in raised[0]["message"]
-    assert raised[1]["figures"] == {"cleared": "error", "batch_id": 2}, "the restarted run's first batch recovers, not the dead one's last"
+    assert raised[1]["figures"] == {"cleared": "error", "batch_id": 2}, (
+        "the restarted run's first batch recovers, not the dead one's last"
+    )
     assert raised[0]["at"] <= raised[1]["at"], "the page must read in the order things happened"

@@ -74,7 +74,9 @@ def test_paused_object_store_raises_a_stall_then_recovered(sandbox, spark, tmp_p
     feeding.start()
     cfg = _job(settings, tmp_path, producer.topic_prefix, trigger="1 second")
     with http_endpoint() as (url, received):
-        with watch_spark(spark, **_dog(settings, producer.topic_prefix, tmp_path, url, stall_after_s=10, lag_records=10**9)) as dog:
+        with watch_spark(
+            spark, **_dog(settings, producer.topic_prefix, tmp_path, url, stall_after_s=10, lag_records=10**9)
+        ) as dog:
             query = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)[0]
             try:
                 wait_for(lambda: pipeline.rows_read(query) > 0, timeout_s=180, what="a first batch with input")
@@ -98,7 +100,9 @@ def test_producers_faster_than_a_throttled_query_raise_a_lag_alert(sandbox, spar
     # 40 records a second at most: the producers send ten times that
     cfg = _job(settings, tmp_path, producer.topic_prefix, trigger="1 second", max_offsets_per_trigger=40)
     with http_endpoint() as (url, received):
-        with watch_spark(spark, **_dog(settings, producer.topic_prefix, tmp_path, url, stall_after_s=600, lag_records=1000)) as dog:
+        with watch_spark(
+            spark, **_dog(settings, producer.topic_prefix, tmp_path, url, stall_after_s=600, lag_records=1000)
+        ) as dog:
             query = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)[0]
             try:
                 alert = dog.wait_for("lag", query=query.name, timeout_s=240)

@@ -48,8 +48,16 @@ def ledger(*rows: Message | tuple[Message, dict[str, Any]]) -> pd.DataFrame:
         fault = opts.get("fault")
         outcome = opts.get("outcome", "not-sent" if fault in NOT_SENT else "ok")
         entries.append(
-            ledger_entry(m, i, topic="collection-fleet-2", outcome=outcome, sent=None if outcome == "not-sent" else encode(m),
-                         fault=fault, detail=opts.get("detail"), offset=i if outcome == "ok" else None)  # fmt: skip
+            ledger_entry(
+                m,
+                i,
+                topic="collection-fleet-2",
+                outcome=outcome,
+                sent=None if outcome == "not-sent" else encode(m),
+                fault=fault,
+                detail=opts.get("detail"),
+                offset=i if outcome == "ok" else None,
+            )  # fmt: skip
         )
     return ledger_frame(entries)
 
@@ -317,8 +325,15 @@ def test_on_a_generated_session_every_fault_is_covered_and_the_final_table_is_th
         for t in d.step():
             m = t.message
             entries.append(
-                ledger_entry(m, len(entries), topic="t", outcome="ok" if t.value is not None else "not-sent", sent=t.value,
-                             fault=t.fault, detail=t.detail)  # fmt: skip
+                ledger_entry(
+                    m,
+                    len(entries),
+                    topic="t",
+                    outcome="ok" if t.value is not None else "not-sent",
+                    sent=t.value,
+                    fault=t.fault,
+                    detail=t.detail,
+                )  # fmt: skip
             )
     s = expected_sessions(ledger_frame(entries))[d.id]
     assert s.final_rows == site.table

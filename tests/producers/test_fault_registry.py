@@ -309,12 +309,7 @@ def test_silent_divergence_changes_one_column_of_an_upsert_and_nothing_else() ->
         assert dataclasses.replace(sent, row=t.message.row) == t.message
         diff = {c for c in t.message.row if t.message.row[c] != sent.row[c]}
         assert diff == {t.detail["column"]}
-        assert (
-            sent.row[t.detail["column"]]
-            == t.detail["sent"]
-            != t.detail["intended"]
-            == t.message.row[t.detail["column"]]
-        )
+        assert sent.row[t.detail["column"]] == t.detail["sent"] != t.detail["intended"] == t.message.row[t.detail["column"]]
     assert all(t.fault is None for t in txs if t.message.kind is not Kind.UPSERT)
 
 
@@ -451,9 +446,7 @@ def _sources() -> list[tuple[str, str]]:
             files.append(path)
         else:
             files += sorted(path.rglob("*.py")) + sorted(path.glob("*.ipynb"))
-    return [
-        (str(p.relative_to(_ROOT)), _notebook_code(p) if p.suffix == ".ipynb" else p.read_text()) for p in files
-    ]
+    return [(str(p.relative_to(_ROOT)), _notebook_code(p) if p.suffix == ".ipynb" else p.read_text()) for p in files]
 
 
 def test_no_module_outside_the_registry_names_a_fault_by_a_string() -> None:

@@ -11,9 +11,7 @@ import pytest
 from producers.errors import LedgerError
 from producers.ledger import LEDGER_SCHEMA, LedgerEntry, LedgerWriter, RunInfo, ledger_frame, read_ledger, read_run_info
 
-RUN = RunInfo(
-    run_id="rtest", seed=7, faults=("drop:0.01",), settings={"sites": 3}, started_at="2026-01-01T00:00:00+00:00"
-)
+RUN = RunInfo(run_id="rtest", seed=7, faults=("drop:0.01",), settings={"sites": 3}, started_at="2026-01-01T00:00:00+00:00")
 
 
 def entry(i: int, **kw: object) -> LedgerEntry:

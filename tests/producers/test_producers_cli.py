@@ -23,9 +23,7 @@ def cli(*argv: str, env: dict | None = None) -> tuple[int, str, str]:
 
 
 def test_python_m_producers_faults_lists_every_fault_with_its_description() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "producers", "faults"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "-m", "producers", "faults"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     for name in FAULT_NAMES:
         assert f"\n{name}  [" in "\n" + done.stdout

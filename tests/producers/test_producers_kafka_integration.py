@@ -50,10 +50,7 @@ def read_all(bootstrap: str, prefix: str, deadline_s: float = 60.0) -> list[tupl
     admin = AdminClient({"bootstrap.servers": bootstrap})
     meta = admin.list_topics(timeout=10)
     parts = [
-        TopicPartition(t, p, OFFSET_BEGINNING)
-        for t, tm in meta.topics.items()
-        if t.startswith(prefix)
-        for p in tm.partitions
+        TopicPartition(t, p, OFFSET_BEGINNING) for t, tm in meta.topics.items() if t.startswith(prefix) for p in tm.partitions
     ]
     consumer = Consumer(
         {

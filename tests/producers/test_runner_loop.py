@@ -56,9 +56,7 @@ def test_every_ok_row_matches_one_record_in_the_broker_and_back(tmp_path, memory
     assert summary.faults == df["fault"].value_counts().to_dict()
 
 
-def test_sessions_of_a_site_follow_each_other_and_each_opens_with_a_snapshot(
-    tmp_path, memory_transport, step_clock
-) -> None:
+def test_sessions_of_a_site_follow_each_other_and_each_opens_with_a_snapshot(tmp_path, memory_transport, step_clock) -> None:
     Runner(config(tmp_path, faults=()), transport=memory_transport(), **fake_clocks(step_clock)).run()
     df = read_ledger(str(tmp_path / "ledger"))
     assert sorted(df["session"].unique()) == [
@@ -159,9 +157,7 @@ def test_refused_records_are_failed_and_open_delivery_windows(tmp_path, memory_t
         assert any(w.fault == "delivery-failed" and w.covers(row.epoch, row.seq) for w in sessions[row.session].windows)
 
 
-def test_a_full_queue_stops_the_run_with_the_reason_and_keeps_the_ledger(
-    tmp_path, memory_transport, step_clock
-) -> None:
+def test_a_full_queue_stops_the_run_with_the_reason_and_keeps_the_ledger(tmp_path, memory_transport, step_clock) -> None:
     t = memory_transport()
     t.hold = True
     send = t.send
@@ -184,9 +180,7 @@ def test_a_full_queue_stops_the_run_with_the_reason_and_keeps_the_ledger(
 def test_the_same_seed_gives_the_same_ledger(tmp_path, memory_transport, step_clock) -> None:
     frames = []
     for n in range(2):
-        Runner(
-            config(tmp_path, ledger=str(tmp_path / f"l{n}")), transport=memory_transport(), **fake_clocks(step_clock)
-        ).run()
+        Runner(config(tmp_path, ledger=str(tmp_path / f"l{n}")), transport=memory_transport(), **fake_clocks(step_clock)).run()
         frames.append(read_ledger(str(tmp_path / f"l{n}")))
     cols = [
         "session",

@@ -14,9 +14,7 @@ from producers.sessions import SessionDriver, SessionPlan, session_id
 from producers.sites import Site
 
 
-def run_session(
-    site: Site, plan: SessionPlan, clock: Callable[[], float], ordinal: int = 0, seed: int = 7
-) -> list[Message]:
+def run_session(site: Site, plan: SessionPlan, clock: Callable[[], float], ordinal: int = 0, seed: int = 7) -> list[Message]:
     d = SessionDriver(site, ordinal=ordinal, plan=plan, seed=seed, run_id="rtest", clock=clock)
     out = []
     while not d.done:

@@ -13,7 +13,7 @@ from producers.kafka import _wait_for_leaders
 
 def _meta(leaders: dict[str, list[int]]):
     return SimpleNamespace(topics={
-        t: SimpleNamespace(error=None, partitions={i: SimpleNamespace(leader=l, error=None) for i, l in enumerate(ls)})
+        t: SimpleNamespace(error=None, partitions={i: SimpleNamespace(leader=leader, error=None) for i, leader in enumerate(ls)})
         for t, ls in leaders.items()
     })  # fmt: skip
 

@@ -79,8 +79,7 @@ def test_every_kind_round_trips_through_encode_and_decode() -> None:
 def test_encoding_is_compact_json_with_the_envelope_first() -> None:
     value = encode(Message.delete(row_id="a", **BASE))
     assert value == (
-        b'{"v":1,"kind":"delete","site":"fleet-2","session":"fleet-2-s0001","seq":3,"epoch":0,'
-        b'"ts":1732233600123,"id":"a"}'
+        b'{"v":1,"kind":"delete","site":"fleet-2","session":"fleet-2-s0001","seq":3,"epoch":0,"ts":1732233600123,"id":"a"}'
     )
     assert SCHEMA_VERSION == 1
 
@@ -91,9 +90,7 @@ def test_any_valid_message_round_trips(msg: Message) -> None:
 
 
 @given(messages, st.data())
-def test_any_truncation_of_a_valid_record_is_rejected_as_invalid_json_or_not_utf8(
-    msg: Message, data: st.DataObject
-) -> None:
+def test_any_truncation_of_a_valid_record_is_rejected_as_invalid_json_or_not_utf8(msg: Message, data: st.DataObject) -> None:
     value = encode(msg)
     cut = data.draw(st.integers(1, len(value) - 1))
     with pytest.raises(ContractError) as exc:
@@ -180,9 +177,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("value", "reason", "words"), CASES, ids=[f"{c[1]}-{i}" for i, c in enumerate(CASES)])
-def test_parser_error_names_the_reason_the_field_and_the_expectation(
-    value: bytes | None, reason: str, words: list[str]
-) -> None:
+def test_parser_error_names_the_reason_the_field_and_the_expectation(value: bytes | None, reason: str, words: list[str]) -> None:
     with pytest.raises(ContractError) as exc:
         decode(value, max_bytes=1000)
     assert exc.value.reason == reason

@@ -19,10 +19,7 @@ NOTEBOOKS = ROOT / "notebooks"
 
 def _notebook(tmp_path: Path, name: str, outputs: list[list[dict]], seconds: int | None = 7) -> Path:
     cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# 42 · A chapter\n", "prose"]}]
-    cells += [
-        {"cell_type": "code", "metadata": {}, "source": "x", "outputs": out, "execution_count": 1}
-        for out in outputs
-    ]
+    cells += [{"cell_type": "code", "metadata": {}, "source": "x", "outputs": out, "execution_count": 1} for out in outputs]
     meta = {"osl_recording": {"run": "rec-test", "seconds": seconds}} if seconds is not None else {}
     path = tmp_path / name
     path.write_text(json.dumps({"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}))
@@ -41,7 +38,10 @@ def test_a_chapter_s_verdict_is_its_closing_line_even_when_more_is_printed_after
     )
     chapter = read_chapter(path)
     assert (chapter.title, chapter.seconds, chapter.verdict, chapter.failed) == (
-        "42 · A chapter", 7, "chapter complete: all good", False,
+        "42 · A chapter",
+        7,
+        "chapter complete: all good",
+        False,
     )
 
 
@@ -65,7 +65,9 @@ def test_an_unrecorded_chapter_is_failed_not_blank(tmp_path):
 def test_the_book_refuses_a_folder_without_chapters_and_says_where_to_run_it(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "sandbox.book", "--notebooks", str(tmp_path), "--out", str(tmp_path / "b")],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert run.returncode == 2, run
     assert str(tmp_path) in run.stderr and "--notebooks" in run.stderr and "Traceback" not in run.stderr
@@ -83,7 +85,9 @@ def test_the_built_book_shows_each_chapter_s_title_time_and_verdict_as_written(t
     out = tmp_path / "book"
     run = subprocess.run(
         [sys.executable, "-m", "sandbox.book", "--root", str(tmp_path), "--notebooks", str(nbs), "--out", str(out)],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert run.returncode == 1, run  # a failed chapter fails the build
     assert run.stdout.splitlines()[:2] == [
@@ -125,7 +129,9 @@ def _checkout(root: Path, files: dict[str, str]) -> Path:
 def _build(root: Path, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "sandbox.book", "--root", str(root), "--out", str(out)],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
 
 
@@ -152,7 +158,8 @@ def test_the_site_renders_the_readme_and_docs_beside_the_chapters_with_one_sideb
     # the sidebar: the chapters, the README, the docs' index, the guides as the index lists them (then
     # the rest), the decisions folded; each link relative to the page, this page marked
     decision = out.joinpath("docs/decisions/0001-x.html").read_text()
-    assert """<nav class="osl-nav" id="osl-nav" aria-label="ordered-stream-lab">
+    assert (
+        """<nav class="osl-nav" id="osl-nav" aria-label="ordered-stream-lab">
 <p class="osl-nav-head">Workbook</p>
 <ul>
 <li><a href="../../index.html">Contents</a></li>
@@ -168,7 +175,9 @@ def test_the_site_renders_the_readme_and_docs_beside_the_chapters_with_one_sideb
 <details open><summary>Decisions</summary><ul>
 <li><a href="0001-x.html" aria-current="page">0001. X</a></li>
 </ul></details>
-</nav>""" in decision
+</nav>"""
+        in decision
+    )
     assert "<title>0001. X: one ms · ordered-stream-lab</title>" in decision
     assert '<h2 id="the-choice-1-ms-why">The choice: 1 ms (why?)</h2>' in decision  # GitHub's id
     assert '<a href="../operations.html#repair--replay">the ops guide</a>' in decision
@@ -263,9 +272,7 @@ def _verdict_matches(shown: str, expected: str | re.Pattern[str]) -> bool:
 def book(tmp_path_factory) -> Path:
     """`python -m sandbox.book` (what `make book` runs) over the recorded workbook."""
     out = tmp_path_factory.mktemp("book")
-    run = subprocess.run(
-        [sys.executable, "-m", "sandbox.book", "--out", str(out)], capture_output=True, text=True, cwd=ROOT
-    )
+    run = subprocess.run([sys.executable, "-m", "sandbox.book", "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, f"make book failed:\n{run.stdout}\n{run.stderr}"
     return out
 

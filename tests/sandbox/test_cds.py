@@ -65,11 +65,14 @@ def test_sessions_that_differ_only_in_the_archive_are_alike():
     log = "-Dlog4j2.configurationFile=file:/s/driver-log4j2.properties"
     assert cds.without_archive(f"{log} {flag}") == log
     # a session started before the archive existed is reused by a call that now names it
-    _check_same_conf({"spark.driver.extraJavaOptions": f"{log} --add-opens=x"},
-                     {"spark.driver.extraJavaOptions": f"{log} {flag}"})
+    _check_same_conf(
+        {"spark.driver.extraJavaOptions": f"{log} --add-opens=x"}, {"spark.driver.extraJavaOptions": f"{log} {flag}"}
+    )
     with pytest.raises(SandboxError, match="extraJavaOptions"):
-        _check_same_conf({"spark.driver.extraJavaOptions": f"{log} {flag}"},
-                         {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:/other {flag}"})
+        _check_same_conf(
+            {"spark.driver.extraJavaOptions": f"{log} {flag}"},
+            {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:/other {flag}"},
+        )
 
 
 def _maps(pid: int) -> str:

@@ -355,9 +355,7 @@ FAULTS_HEALTHY = {"Service": "faults", "State": "running", "Health": "healthy", 
 def _record(kafka="running", health_="healthy", **states: str) -> list[dict]:
     rows = [{"Service": "kafka", "State": kafka, "Health": health_, "Status": f"Up ({health_})", "ExitCode": 0}]
     for service, state in states.items():
-        rows.append(
-            {"Service": service.replace("_", "-"), "State": state, "Health": "", "Status": state, "ExitCode": 137}
-        )
+        rows.append({"Service": service.replace("_", "-"), "State": state, "Health": "", "Status": state, "ExitCode": 137})
     return rows
 
 
@@ -401,7 +399,7 @@ def test_fault_actions_run_the_matching_compose_command(backend, fake_docker, ac
 def test_resume_returns_once_dockers_healthcheck_passes_again(backend, fake_docker):
     fake_docker.ps = _record(kafka="paused", health_="healthy")
     backend.resume("kafka")
-    after = fake_docker.calls[[c[-1:] for c in fake_docker.calls].index(["kafka"]):]
+    after = fake_docker.calls[[c[-1:] for c in fake_docker.calls].index(["kafka"]) :]
     assert sum(1 for argv in after if "ps" in argv) >= 2  # it read the stale "unhealthy", then waited
     assert [s.state for s in backend.status() if s.name == "kafka"] == [ServiceState.RUNNING]
 
@@ -470,9 +468,7 @@ def test_status_maps_compose_states_in_start_order(backend, fake_docker, monkeyp
 
 
 def test_status_reads_the_older_json_array_format_too():
-    assert compose_mod._parse_ps('[{"Service": "kafka", "State": "running"}]') == [
-        {"Service": "kafka", "State": "running"}
-    ]
+    assert compose_mod._parse_ps('[{"Service": "kafka", "State": "running"}]') == [{"Service": "kafka", "State": "running"}]
     assert compose_mod._parse_ps("") == []
 
 
@@ -494,9 +490,7 @@ def test_up_builds_then_waits_then_checks_health_from_this_machine(backend, fake
     monkeypatch.setattr(health, "check_kafka", ok("kafka"))
     monkeypatch.setattr(health, "check_minio", ok("minio"))
     monkeypatch.setattr(health, "check_spark", ok("spark-master"))
-    monkeypatch.setattr(
-        health, "check_spark_worker", lambda s, n, **k: checked.append(f"w{n}") or health.Health(True, "")
-    )
+    monkeypatch.setattr(health, "check_spark_worker", lambda s, n, **k: checked.append(f"w{n}") or health.Health(True, ""))
     monkeypatch.setattr(compose_mod, "_check_jupyter", ok("jupyter"))
     fake_docker.ps = [FAULTS_HEALTHY]  # no published port: Docker's own healthcheck decides
     backend.up()
@@ -575,9 +569,7 @@ def test_engine_that_does_not_answer_is_a_clear_error(backend, fake_docker, monk
 
     def run(argv, **kwargs):
         if list(argv)[:2] == ["docker", "info"]:
-            return subprocess.CompletedProcess(
-                argv, 1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
-            )
+            return subprocess.CompletedProcess(argv, 1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.")
         return real_run(argv, **kwargs)
 
     monkeypatch.setattr(compose_mod.subprocess, "run", run)

@@ -41,7 +41,7 @@ def test_missing_java_names_the_package_and_java_home(tmp_path, monkeypatch):
 
 
 def test_old_java_is_rejected_with_its_version(tmp_path, monkeypatch):
-    bindir = _fake_tool(tmp_path, "java", 'echo \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    bindir = _fake_tool(tmp_path, "java", "echo 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(bindir))
     with pytest.raises(ToolMissingError, match=r"found Java 11"):

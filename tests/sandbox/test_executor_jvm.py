@@ -31,5 +31,7 @@ def test_the_executors_collect_garbage_without_g1s_concurrent_threads(spark):
     for pid in executors:
         names = _thread_names(pid)
         g1 = sorted({n for n in names if n.startswith("G1 ")})
-        assert not g1, f"executor JVM {pid} of {app} runs G1 (threads {g1}), not {spark.conf.get('spark.executor.extraJavaOptions')}"
+        assert not g1, (
+            f"executor JVM {pid} of {app} runs G1 (threads {g1}), not {spark.conf.get('spark.executor.extraJavaOptions')}"
+        )
         assert any(n.startswith("GC Thread") for n in names), f"executor JVM {pid}: no GC thread among {sorted(set(names))}"

@@ -52,7 +52,7 @@ def test_a_cold_up_starts_the_workers_once_the_master_is_alive(tmp_path, sandbox
     backend.up()
     first_worker = events.index("start spark-worker-1")
     assert events[:first_worker] == ["start kafka", "start minio", "start spark-master", "healthy spark-master"]
-    assert events[first_worker:first_worker + 2] == ["start spark-worker-1", "start spark-worker-2"]
+    assert events[first_worker : first_worker + 2] == ["start spark-worker-1", "start spark-worker-2"]
 
 
 def test_a_cold_up_leaves_no_worker_retrying_its_registration(tmp_path, sandbox_settings):

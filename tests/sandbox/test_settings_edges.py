@@ -31,7 +31,9 @@ def test_java_home_is_read_at_the_edge():
 
 
 def test_a_running_session_with_other_conf_is_refused_naming_the_setting():
-    with pytest.raises(SandboxError, match=r"spark.master is 'spark://127.0.0.1:7077', this call wants 'spark://127.0.0.1:17077'.*spark.stop\(\)"):
+    with pytest.raises(
+        SandboxError, match=r"spark.master is 'spark://127.0.0.1:7077', this call wants 'spark://127.0.0.1:17077'.*spark.stop\(\)"
+    ):
         _check_same_conf({"spark.master": "spark://127.0.0.1:7077"}, {"spark.master": "spark://127.0.0.1:17077"})
     _check_same_conf({"spark.master": "spark://a"}, {"spark.master": "spark://a"})
 
@@ -96,7 +98,12 @@ def test_the_executors_collect_with_the_parallel_collector_unless_told_otherwise
     default = conf({})["spark.executor.extraJavaOptions"].split()
     assert default == ["-XX:TieredStopAtLevel=1", "-XX:+UseParallelGC", "-XX:SharedArchiveFile=/x.jsa", "-Xshare:auto"]
     g1 = conf({"OSL_SPARK_EXECUTOR_GC": "g1"})
-    assert g1["spark.executor.extraJavaOptions"].split() == ["-XX:TieredStopAtLevel=1", "-XX:+UseG1GC", "-XX:SharedArchiveFile=/x.jsa", "-Xshare:auto"]
+    assert g1["spark.executor.extraJavaOptions"].split() == [
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseG1GC",
+        "-XX:SharedArchiveFile=/x.jsa",
+        "-Xshare:auto",
+    ]
     assert "GC" not in g1["spark.driver.extraJavaOptions"]
     with pytest.raises(SandboxError, match=r"OSL_SPARK_EXECUTOR_GC='zgc' is not one of parallel, g1"):
         Settings.from_env({"OSL_SPARK_EXECUTOR_GC": "zgc"})

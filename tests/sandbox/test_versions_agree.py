@@ -151,9 +151,7 @@ def problems_with_port_defaults(compose: dict) -> list[str]:
     for var, port in PORT_DEFAULTS.items():
         defaults = set(re.findall(r"\$\{" + var + r":-(\d+)\}", text))
         if defaults != {str(port)}:
-            problems.append(
-                f"{var} defaults to {sorted(defaults) or 'nothing'} in docker-compose.yml, settings say {port}"
-            )
+            problems.append(f"{var} defaults to {sorted(defaults) or 'nothing'} in docker-compose.yml, settings say {port}")
     for name, service in compose["services"].items():
         for port in published_ports(service):
             if isinstance(port, str) and not re.match(r"127\.0\.0\.1:\$\{OSL_\w+:-\d+\}:", port):
@@ -176,8 +174,7 @@ def problems_with_dependencies(compose: dict) -> list[str]:
             if one_shot:
                 if condition != "service_completed_successfully":
                     problems.append(
-                        f"{name} -> {target} (one-shot): condition {condition!r}, "
-                        "expected service_completed_successfully"
+                        f"{name} -> {target} (one-shot): condition {condition!r}, expected service_completed_successfully"
                     )
                 continue
             if condition != "service_healthy":
@@ -208,9 +205,7 @@ def test_dockerfile_build_arg_defaults_equal_versions_py():
 def test_version_rule_notices_a_drifted_build_arg():
     text = DOCKERFILE.read_text().replace(f"ARG PYSPARK_VERSION={versions.PYSPARK}", "ARG PYSPARK_VERSION=3.5.0")
     assert any("PYSPARK_VERSION" in p for p in problems_with_dockerfile_args(text))
-    text = DOCKERFILE.read_text().replace(
-        f"ARG DEBIAN_IMAGE={versions.DEBIAN_IMAGE}", "ARG DEBIAN_IMAGE=debian:trixie-slim"
-    )
+    text = DOCKERFILE.read_text().replace(f"ARG DEBIAN_IMAGE={versions.DEBIAN_IMAGE}", "ARG DEBIAN_IMAGE=debian:trixie-slim")
     assert any("DEBIAN_IMAGE" in p for p in problems_with_dockerfile_args(text))
 
 

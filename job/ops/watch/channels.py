@@ -98,11 +98,17 @@ class WebhookChannel:
         except urllib.error.HTTPError as exc:
             raise ChannelError(self.name, f"HTTP {exc.code} {exc.reason}", "check the receiving endpoint's log") from exc
         except (TimeoutError, socket.timeout) as exc:
-            raise ChannelError(self.name, f"no answer within {self.timeout_s:g} s", "check that the endpoint is up, or raise the timeout") from exc
+            raise ChannelError(
+                self.name, f"no answer within {self.timeout_s:g} s", "check that the endpoint is up, or raise the timeout"
+            ) from exc
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                raise ChannelError(self.name, f"no answer within {self.timeout_s:g} s", "check that the endpoint is up, or raise the timeout") from exc
-            raise ChannelError(self.name, f"cannot connect ({exc.reason})", "check the URL and that the endpoint listens") from exc
+                raise ChannelError(
+                    self.name, f"no answer within {self.timeout_s:g} s", "check that the endpoint is up, or raise the timeout"
+                ) from exc
+            raise ChannelError(
+                self.name, f"cannot connect ({exc.reason})", "check the URL and that the endpoint listens"
+            ) from exc
         except OSError as exc:
             raise ChannelError(self.name, f"connection failed ({exc})", "check the URL and that the endpoint listens") from exc
 
@@ -116,4 +122,6 @@ def parse_channel(spec: str, *, webhook_timeout_s: float = 5.0) -> Channel:
         return JsonLinesChannel(rest)
     if kind == "webhook" and rest:
         return WebhookChannel(rest, timeout_s=webhook_timeout_s)
-    raise UsageError(f"alert channel {spec!r}", "use stderr, jsonl:PATH or webhook:URL (e.g. webhook:http://127.0.0.1:8000/alerts)")
+    raise UsageError(
+        f"alert channel {spec!r}", "use stderr, jsonl:PATH or webhook:URL (e.g. webhook:http://127.0.0.1:8000/alerts)"
+    )

@@ -141,4 +141,3 @@ class EventListener:
                 self._emit(QueryTerminated(query=name, at=clock(), error=event.exception))
 
         return _Listener()
-

@@ -141,7 +141,9 @@ class Watchdog:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     seen = ", ".join(f"{a.kind}:{a.query}" for a in self._alerts) or "none"
-                    raise TimeoutError(f"no {kind} alert{f' for {query}' if query else ''} within {timeout_s:g} s (alerts so far: {seen})")
+                    raise TimeoutError(
+                        f"no {kind} alert{f' for {query}' if query else ''} within {timeout_s:g} s (alerts so far: {seen})"
+                    )
                 self._changed.wait(min(left, 0.5))
 
     def wait_settled(self, *, timeout_s: float = 10.0) -> bool:
@@ -268,7 +270,9 @@ class Watchdog:
                     self.failures.append(exc)
                     self._report(f"[watch] {exc} (alert {alert.kind} for {alert.query} not delivered there)")
                 except Exception as exc:  # noqa: BLE001 -- a buggy channel must not stop the others
-                    failure = ChannelError(getattr(channel, "name", type(channel).__name__), f"{type(exc).__name__}: {exc}", "fix the channel")
+                    failure = ChannelError(
+                        getattr(channel, "name", type(channel).__name__), f"{type(exc).__name__}: {exc}", "fix the channel"
+                    )
                     self.failures.append(failure)
                     self._report(f"[watch] {failure}")
 
