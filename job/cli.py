@@ -127,9 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     backfill.add_argument("--lake", dest="output", default=argparse.SUPPRESS,
                           help="lake root the job writes (default: the run's, else s3a://<bucket>/job)")  # fmt: skip
     backfill.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
-    backfill.add_argument(
-        "--raw", help="the lake whose raw archive to replay, or an older job's archive folder (default: --lake)"
-    )
+    backfill.add_argument("--raw", help="the lake whose raw archive to replay (default: --lake)")
     backfill.add_argument("--version", help="output version name (default: derived from the range)")
     backfill.add_argument("--overwrite", action="store_true", help="replace an existing output version")
     _job_options(backfill, ("policy", "window"))
@@ -249,7 +247,7 @@ def _run(args, settings) -> int:
     saved.check_fixed(cfg)  # before a Spark application starts; pipeline.start checks it again
     spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
-    sink = lake.find_sink(spark, cfg.output)
+    sink = lake.open_lake(spark, cfg.output)  # an older layout: refused before Spark plans a query
     if (warning := lake.sink_log_warning(sink, lake.sink_log_compact(spark, sink))) is not None:
         print(f"warning: {warning}", file=sys.stderr)
     events = (args.events or cfg.checkpoint / "events.jsonl").resolve()

@@ -1,8 +1,7 @@
 """Backfill from the lake: rebuild the job's output from its raw archive, without the broker.
 
-The streaming job archives every input record (the sink's ``raw`` output, or the folder
-``<lake>/raw`` of an older job's archive query; :func:`job.spark.lake.read_raw` reads both as
-topic/partition/offset/key/value/timestamp). Kafka keeps records only for
+The streaming job archives every input record (the sink's ``raw`` output;
+:func:`job.spark.lake.read_raw` reads it as topic/partition/offset/key/value/timestamp). Kafka keeps records only for
 its retention; the archive keeps them as long as the lake does, in a columnar format that
 is cheap to scan. :func:`backfill` replays a time range of the archive through the *same*
 session core the streaming job runs (:func:`job.spark.pipeline.apply_records`, i.e.
@@ -289,13 +288,13 @@ def current_path(spark, lake_root: str) -> str:
 
 def read_current(spark, lake_root: str, output: lake.Output):
     """One output (``rows``, ``sessions``, ``quarantine``) of the live version, through the pointer."""
-    return lake.read_output(spark, lake.find_sink(spark, current_path(spark, lake_root)), output)
+    return lake.read_output(spark, lake.open_lake(spark, current_path(spark, lake_root)), output)
 
 
 def switch(spark, lake_root: str, root: str, *, reason: str) -> str | None:
     """Point readers at ``root`` (a lake root holding ``out``); returns the previous one.
     Nothing is deleted: the previous output stays for comparison or a switch back."""
-    if not lake.path_exists(spark, lake.find_sink(spark, root)):
+    if not lake.path_exists(spark, lake.open_lake(spark, root)):
         raise BackfillError(f"switch target {root}", lake.SINK_DIR, "backfill or merge into it first")
     previous = current_path(spark, lake_root)
     record = {"root": root.rstrip("/"), "previous": previous, "reason": reason, "switched_at": _iso(_now_ms())}
@@ -311,7 +310,7 @@ def _now_ms() -> int:
 
 
 def _read_archive(spark, where: str):
-    """The raw archive of the lake root ``where`` (or an older job's archive folder)."""
+    """The raw archive of the lake root ``where``."""
     archive = lake.read_raw(spark, where)
     if archive is None:
         raise BackfillError(
@@ -418,8 +417,7 @@ def backfill(
 ) -> BackfillResult:
     """Replay the archive's records in ``[start, end)`` into ``<lake_root>/backfill/<version>``.
 
-    ``raw_path``: the lake root whose archive to replay (or an older job's archive folder),
-    by default ``lake_root``. ``version``
+    ``raw_path``: the lake root whose archive to replay, by default ``lake_root``. ``version``
     defaults to the range (``<T1>--<T2>``). Raises :class:`BackfillError` when the range is
     bad or empty, the archive is missing, or the version exists and ``overwrite`` is False.
     Readers are not affected: see :func:`merge` and :func:`switch`.
@@ -538,7 +536,7 @@ def merge(spark, *, lake_root: str, sources: Sequence[str], version: str, overwr
     columns = [name for name, _ in lake.UNION_COLUMNS]
     frames = []
     for rank, source in enumerate(sources):
-        path = lake.find_sink(spark, source)
+        path = lake.open_lake(spark, source)
         if not lake.path_exists(spark, path):
             raise BackfillError(f"merge source {source}", path, f"no {lake.SINK_DIR} there: check the version name")
         # the live lake's raw archive is input, not output: merged, it would claim every record

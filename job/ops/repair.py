@@ -440,10 +440,9 @@ def _sink_log_listed(settings, output: str) -> bool:
     bucket, _, prefix = output.removeprefix("s3a://").partition("/")
     try:
         client = s3_client(settings)
-        for folder in (lake.SINK_DIR, lake.LEGACY_SINK_DIR):
-            key = f"{prefix.rstrip('/')}/{folder}/_spark_metadata/".lstrip("/")
-            if client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("KeyCount"):
-                return True
+        key = f"{prefix.rstrip('/')}/{lake.SINK_DIR}/_spark_metadata/".lstrip("/")
+        if client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("KeyCount"):
+            return True
     except Exception:  # noqa: BLE001 - unreachable or no bucket: no log to repair from
         return False
     return False
@@ -478,7 +477,7 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     """
     from job.spark import lake
 
-    sink = lake.find_sink(spark, cfg.output)
+    sink = lake.open_lake(spark, cfg.output, writing=True, archive=cfg.raw_archive)
     from_lake = not _committed(cfg) and bool(lake.sink_log_batches(spark, sink))
     sessions_ckpt = cfg.checkpoint / "sessions" if from_lake else require_checkpoint(cfg)
     if not lake.held(spark, sink):
@@ -540,9 +539,9 @@ def _hadoop(spark):
     return copy, delete
 
 
-def _cut_frame(spark, df, plan: RepairPlan, *, by_session: bool):
-    """Keep the rows before their session's cut (or, for the raw archive, in the sink or in its
-    own folder, the partition's restart: the restarted job archives from there)."""
+def _cut_frame(spark, df, plan: RepairPlan):
+    """Keep the rows before their session's cut (or, for the sink's raw archive, the partition's
+    restart: the restarted job archives from there)."""
     from pyspark.sql import functions as F
 
     from job.spark import lake
@@ -551,7 +550,7 @@ def _cut_frame(spark, df, plan: RepairPlan, *, by_session: bool):
     part_key = F.concat_ws("\x00", F.col("topic"), F.col("partition").cast("string"))
     entries = [x for (t, p), o in restart.items() for x in (F.lit(f"{t}\x00{p}"), F.lit(o))]
     limit = F.create_map(*entries)[part_key] if entries else F.lit(None)
-    if by_session and plan.cuts:
+    if plan.cuts:
         value = F.when(F.col("output") == "quarantine", F.col("key")).otherwise(F.col("session"))
         gk = F.when(value.isNull() | (value == ""), F.concat(F.lit(_NO_KEY), F.col("topic"))).otherwise(value)
         cut_entries = [x for (t, p, k), o in plan.cuts.items() for x in (F.lit(f"{t}\x00{p}\x00{k}"), F.lit(o))]
@@ -583,10 +582,9 @@ def apply_repair(
         (folder / "plan.json").write_text(plan.to_json())
     journal = _Journal(folder)
     copy, delete = _hadoop(spark)
-    # the sink (cut by session; its raw output by partition), and an older job's archive folder
-    legacy = lake.legacy_raw_path(cfg.output)
-    outputs = [(lake.find_sink(spark, cfg.output), True)]
-    outputs += [(path, False) for path, in_sink in lake.raw_parts(spark, cfg.output) if path == legacy and cfg.raw_archive]
+    # the sink (cut by session; its raw output by partition)
+    sink = lake.open_lake(spark, cfg.output, writing=True, archive=cfg.raw_archive)
+    name = sink.rstrip("/").rsplit("/", 1)[-1]
     store = cfg.output.rstrip("/") + f"/_repair/{folder.name}"
 
     def step(name: str, number: int, what: str, action: Callable[[], None]) -> None:
@@ -599,23 +597,18 @@ def apply_repair(
         progress(f"[repair] step {number} ({name}): {what} [{time.monotonic() - started:.1f}s]")
 
     def backup_output() -> None:
-        for path, _ in outputs:
-            name = path.rstrip("/").rsplit("/", 1)[-1]
-            copy(path, f"{store}/original/{name}")
-            copy(lake.kept_path(path), f"{store}/original/{name}-kept")
+        copy(sink, f"{store}/original/{name}")
+        copy(lake.kept_path(sink), f"{store}/original/{name}-kept")
 
     def cut_output() -> None:
-        for path, by_session in outputs:
-            name = path.rstrip("/").rsplit("/", 1)[-1]
-            kept = _cut_frame(spark, lake.read_sink(spark, path), plan, by_session=by_session)
-            writer = kept.write.mode("overwrite").option("compression", "zstd")
-            writer.partitionBy(*(lake.SINK_PARTITIONS if by_session else ["topic"])).parquet(f"{store}/cut/{name}")
+        kept = _cut_frame(spark, lake.read_sink(spark, sink), plan)
+        kept.write.mode("overwrite").option("compression", "zstd").partitionBy(*lake.SINK_PARTITIONS).parquet(
+            f"{store}/cut/{name}"
+        )
 
     def replace_output() -> None:
-        for path, _ in outputs:
-            name = path.rstrip("/").rsplit("/", 1)[-1]
-            delete(path)  # with it goes the old _spark_metadata: the restarted job starts its own log
-            copy(f"{store}/cut/{name}", lake.kept_path(path))
+        delete(sink)  # with it goes the old _spark_metadata: the restarted job starts its own log
+        copy(f"{store}/cut/{name}", lake.kept_path(sink))
 
     def write_offsets() -> None:
         (folder / "starting-offsets.json").write_text(json.dumps(plan.offsets, indent=1, sort_keys=True))

@@ -157,7 +157,7 @@ class JobConfig:
 
     @property
     def sink_path(self) -> str:
-        """The file sink's folder for a new lake (an existing one: :func:`job.spark.lake.find_sink`)."""
+        """The file sink's folder (an existing lake's, after refusing an older layout: :func:`job.spark.lake.open_lake`)."""
         return lake.sink_path(self.output)
 
     def trigger_kwargs(self) -> dict[str, object]:

@@ -23,53 +23,65 @@ Output = Literal["rows", "sessions", "quarantine"]
 RAW_OUTPUT = "raw"
 #: The archive's columns as :func:`read_raw` returns them (``timestamp``: Kafka's, as a timestamp).
 RAW_COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp"]
-#: Where a job before the archive joined the sink archived the input: a second query's file
-#: sink ``<lake>/raw``, partitioned by topic, with its own checkpoint ``<checkpoint>/raw``. A
-#: job whose checkpoint has that query keeps it (:func:`job.spark.pipeline.start`), since a
-#: switch would leave out the records between the two queries' offsets; :func:`read_raw`
-#: reads both places.
-LEGACY_RAW_DIR = "raw"
-
-#: The file sink's folder under a lake root; it holds all three outputs.
+#: The file sink's folder under a lake root; it holds all four outputs.
 SINK_DIR = "out"
-#: Its name before it held all three outputs under one name (``sessions-out``). A lake written
-#: then keeps it: the sink's ``_spark_metadata`` log names every file by its full path, so the
-#: folder cannot be renamed without rewriting the log. :func:`find_sink` reads and the job
-#: keeps writing such a lake where it is.
-LEGACY_SINK_DIR = "sessions-out"
 
 
-def sink_path(lake_root: str, folder: str = SINK_DIR) -> str:
-    """Where the job's file sink writes under a new ``lake_root``."""
-    return lake_root.rstrip("/") + "/" + folder
-
-
-def find_sink(spark, lake_root: str) -> str:
-    """The file sink's folder of an existing ``lake_root``: ``out``, or ``sessions-out`` in a
-    lake an older version of the job wrote (and that has no ``out``)."""
-    new, old = sink_path(lake_root), sink_path(lake_root, LEGACY_SINK_DIR)
-    if not path_exists(spark, new) and path_exists(spark, old):
-        return old
-    return new
+def sink_path(lake_root: str) -> str:
+    """Where the job's file sink writes under ``lake_root``."""
+    return lake_root.rstrip("/") + "/" + SINK_DIR
 
 
 #: The file sink's partition columns: one folder per output. Each stateful task writes one
 #: file per folder and batch, so a batch of a fleet writes a few files a task, not one per
 #: topic and output (see docs/decisions/0008-lake-partitioned-by-output.md). ``topic`` stays a
-#: column of the files; readers select it either way.
+#: column of the files.
 SINK_PARTITIONS: tuple[str, ...] = ("output",)
-#: The partition columns of a lake an older version of the job wrote: a folder per topic under
-#: each output. Spark refuses to read a folder whose files sit at two depths, so such a lake
-#: is continued in its own layout (:func:`sink_partitions`).
-LEGACY_SINK_PARTITIONS: tuple[str, ...] = ("output", "topic")
+
+#: The folders of a lake that an older version of the job wrote, and what each one was. The job,
+#: repair, backfill and verify read and write only the current layout and refuse these
+#: (:func:`open_lake`); the sandbox's lakes are disposable (docs/lake-layout.md#older-lakes).
+OLD_SINK_DIR = "sessions-out"
+OLD_TOPIC_FOLDERS = SINK_DIR + "/output=*/topic=*"
+OLD_RAW_DIR = "raw"
 
 
-def sink_partitions(spark, sink: str) -> tuple[str, ...]:
-    """The partition columns to write ``sink`` with: :data:`SINK_PARTITIONS`, or the topic
-    folders of an existing sink written before them (:data:`LEGACY_SINK_PARTITIONS`)."""
-    fs, pattern = _hadoop_path(spark, sink.rstrip("/") + "/output=*/topic=*")
-    found = fs.globStatus(pattern)
-    return LEGACY_SINK_PARTITIONS if found is not None and len(found) > 0 else SINK_PARTITIONS
+def old_layout_error(lake_root: str, found: str):
+    """The :class:`~job.engine.errors.LakeError` for a lake holding ``found``, one of the folders
+    an older version of the job wrote (:data:`OLD_SINK_DIR`, :data:`OLD_TOPIC_FOLDERS`,
+    :data:`OLD_RAW_DIR`)."""
+    from job.engine.errors import LakeError
+
+    what = {
+        OLD_SINK_DIR: "the sink's folder before it was named out",
+        OLD_TOPIC_FOLDERS: "a folder per topic under each output, from before topic became a column",
+        OLD_RAW_DIR: "a raw archive written by its own query, from before the archive joined the sink as output=raw",
+    }[found]
+    return LakeError(
+        lake_root,
+        f"{lake_root.rstrip('/')}/{found} is {what}, a layout an older version of the job wrote; "
+        f"this version reads and writes only {sink_path(lake_root)}, partitioned by output",
+        "this lake was written by an older version of the job: start the job on a new --output and a new "
+        "--checkpoint (it reads again what Kafka still holds; docs/lake-layout.md#older-lakes)",
+    )
+
+
+def open_lake(spark, lake_root: str, *, writing: bool = False, archive: bool = False) -> str:
+    """The file sink's folder of ``lake_root`` (:func:`sink_path`), after refusing a lake an older
+    version of the job wrote (:func:`old_layout_error`): its ``sessions-out`` sink always; with
+    ``writing``, topic folders (Spark cannot read a folder whose files sit at two depths, so the job
+    and repair cannot add to them; readers read them, ``topic`` becoming a partition column); with
+    ``archive``, an archive folder ``raw`` (reading only ``output=raw`` would silently miss it)."""
+    sink = sink_path(lake_root)
+    if path_exists(spark, lake_root.rstrip("/") + "/" + OLD_SINK_DIR):
+        raise old_layout_error(lake_root, OLD_SINK_DIR)
+    if writing:
+        fs, pattern = _hadoop_path(spark, lake_root.rstrip("/") + "/" + OLD_TOPIC_FOLDERS)
+        if fs.globStatus(pattern):
+            raise old_layout_error(lake_root, OLD_TOPIC_FOLDERS)
+    if archive and held(spark, lake_root.rstrip("/") + "/" + OLD_RAW_DIR):
+        raise old_layout_error(lake_root, OLD_RAW_DIR)
+    return sink
 
 
 #: (column, Spark SQL type) of the operator's output, in order.
@@ -203,16 +215,11 @@ def read_sink(spark, sink_path: str):
 
 def read_output(spark, sink: str, output: Output):
     """One output as a Spark DataFrame, read through the file sink's metadata log (``sink``:
-    the sink's folder, :func:`find_sink` of a lake root)."""
+    the sink's folder, :func:`open_lake` of a lake root)."""
     from pyspark.sql import functions as F
 
     df = read_sink(spark, sink)
     return df.where(F.col("output") == output).select(*COLUMNS[output])
-
-
-def legacy_raw_path(lake_root: str) -> str:
-    """The folder of a lake's archive as its own query wrote it (:data:`LEGACY_RAW_DIR`)."""
-    return lake_root.rstrip("/") + "/" + LEGACY_RAW_DIR
 
 
 def held(spark, path: str) -> bool:
@@ -220,34 +227,14 @@ def held(spark, path: str) -> bool:
     return path_exists(spark, path) or path_exists(spark, kept_path(path))
 
 
-def raw_parts(spark, where: str) -> list[tuple[str, bool]]:
-    """The folders holding the raw archive of the lake root ``where``, as (folder, in the sink):
-    the sink (its ``raw`` output) and an archive query's folder (:data:`LEGACY_RAW_DIR`).
-    ``where`` may also name such a folder itself (``--raw`` of an older job's archive)."""
-    sink, legacy = find_sink(spark, where), legacy_raw_path(where)
-    found = [(path, in_sink) for path, in_sink in ((sink, True), (legacy, False)) if held(spark, path)]
-    if not found and held(spark, where):
-        found.append((where, False))
-    return found
-
-
-def read_raw(spark, where: str):
-    """The raw archive of the lake root ``where``: every input record with the
-    :data:`RAW_COLUMNS`, read through the sinks' metadata logs (plus what a repair kept).
-    None when there is no sink or archive folder there. A lake whose archive moved into the
-    sink after a repair has both parts; a record in both is returned once."""
-    from functools import reduce
-
+def read_raw(spark, lake_root: str):
+    """The raw archive of ``lake_root`` (the sink's ``raw`` output): every input record with the
+    :data:`RAW_COLUMNS`, read through the sink's metadata log (plus what a repair kept). None when
+    the lake has no sink; an archive folder of an older job is refused (:func:`open_lake`)."""
     from pyspark.sql import functions as F
 
-    frames = []
-    for path, in_sink in raw_parts(spark, where):
-        df = read_sink(spark, path)
-        if in_sink:
-            df = df.where(F.col("output") == RAW_OUTPUT).withColumn("timestamp", F.timestamp_millis("event_ts_ms"))
-        frames.append(df.select(*RAW_COLUMNS))
-    if not frames:
+    sink = open_lake(spark, lake_root, archive=True)
+    if not held(spark, sink):
         return None
-    if len(frames) == 1:
-        return frames[0]
-    return reduce(lambda a, b: a.unionByName(b), frames).dropDuplicates(["topic", "partition", "offset"])
+    df = read_sink(spark, sink).where(F.col("output") == RAW_OUTPUT)
+    return df.withColumn("timestamp", F.timestamp_millis("event_ts_ms")).select(*RAW_COLUMNS)

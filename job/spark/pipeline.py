@@ -397,34 +397,27 @@ def sink_ahead(spark, cfg: JobConfig, sink: str):
     return SinkAheadError(sink, str(cfg.checkpoint), (log[0], log[-1]), planned, fix)
 
 
-def archive_query_kept(cfg: JobConfig) -> bool:
-    """True when ``cfg.checkpoint`` holds the raw archive's own query (``raw``), as a job
-    before the archive joined the sink started it: that job keeps its second query."""
-    return (cfg.checkpoint / "raw" / "offsets").is_dir()
-
-
 def start(
     spark,
     cfg: JobConfig,
     *,
     bootstrap: str,
-    raw_in_sink: bool | None = None,
+    raw_in_sink: bool = True,
     partition_by: tuple[str, ...] | None = None,
     allow_sink_ahead: bool = False,
 ) -> list:
-    """Start the sessions query (and, in an older job's checkpoint, the raw archive's own
-    query) and return the StreamingQuery handles.
+    """Start the sessions query (and, with ``raw_in_sink=False``, the raw archive's own query)
+    and return the StreamingQuery handles.
 
-    ``raw_in_sink``: write the raw archive as the sink's fourth output (``output=raw``) from
-    the sessions query, one query instead of two. None (the default): in the sink, unless
-    the checkpoint holds the archive's own query (:func:`archive_query_kept`): switching
-    would archive from the sessions query's offsets, not from where the archive query
-    stopped, so a record between the two would never be archived. Why one query: see
-    docs/decisions/0007-raw-archive-in-sink.md. Readers find the archive in either place
-    (:func:`lake.read_raw`).
+    ``raw_in_sink`` (the job's way): write the raw archive as the sink's fourth output
+    (``output=raw``) from the sessions query, one query instead of two. False: the measured
+    alternative of docs/decisions/0007-raw-archive-in-sink.md, a second query writing
+    ``<lake>/raw`` (:data:`lake.OLD_RAW_DIR`), which only the bench runs; the readers do not
+    read it (:func:`lake.read_raw` refuses it).
     ``partition_by`` writes a new sink in another layout than :data:`lake.SINK_PARTITIONS`
-    (``--layout-rounds`` of the bench compares them); None: the sink's own
-    (:func:`lake.sink_partitions`).
+    (``--layout-rounds`` of the bench compares them).
+
+    A lake in an older layout is refused (:func:`lake.open_lake`).
 
     Before the first batch it refuses a setting the checkpoint keeps for good
     (:func:`job.spark.saved.check_fixed`) and an output whose sink log is ahead of the
@@ -434,11 +427,9 @@ def start(
     from job.spark import saved
 
     saved.check_fixed(cfg)
-    sink = lake.find_sink(spark, cfg.output)  # a lake from before `out` keeps its folder
+    sink = lake.open_lake(spark, cfg.output, writing=partition_by is None, archive=cfg.raw_archive and raw_in_sink)
     if not allow_sink_ahead and (trap := sink_ahead(spark, cfg, sink)) is not None:
         raise trap
-    if raw_in_sink is None:
-        raw_in_sink = not archive_query_kept(cfg)
     # read by a new checkpoint only; an existing one keeps its own (saved.check_fixed refuses another)
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
     # read when a batch writes the sink (the query's session keeps what was set at its start)
@@ -460,8 +451,7 @@ def start(
         .option("path", sink)
         .option("checkpointLocation", str(cfg.checkpoint / "sessions"))
         .option("compression", "zstd")
-        # a lake from before the output folders keeps its topic folders
-        .partitionBy(*(partition_by or lake.sink_partitions(spark, sink)))
+        .partitionBy(*(partition_by or lake.SINK_PARTITIONS))
         .outputMode("append")
         .queryName(f"{cfg.name}-sessions")
         .trigger(**cfg.trigger_kwargs())
@@ -472,7 +462,7 @@ def start(
             kafka_stream(spark, cfg, bootstrap)
             .selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "value", "timestamp")
             .writeStream.format("parquet")
-            .option("path", lake.legacy_raw_path(cfg.output))
+            .option("path", cfg.output.rstrip("/") + "/" + lake.OLD_RAW_DIR)
             .option("checkpointLocation", str(cfg.checkpoint / "raw"))
             .option("compression", "zstd")
             .partitionBy("topic")

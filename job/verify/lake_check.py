@@ -111,7 +111,7 @@ def _free_memory() -> str:
 
 def lake_frames(spark, lake_root: str) -> dict[str, object]:
     """The ``rows``, ``quarantine`` and ``sessions`` outputs as pandas DataFrames."""
-    path = lake_layout.find_sink(spark, lake_root)
+    path = lake_layout.open_lake(spark, lake_root)
     return {name: lake_layout.read_output(spark, path, name).toPandas() for name in ("rows", "quarantine", "sessions")}
 
 
@@ -132,25 +132,29 @@ def load_ledger(settings, ledger: str):
 
 def check_lake(settings, lake_root: str) -> None:
     """Raise :class:`~job.engine.errors.LakeError` unless ``lake_root`` holds the job's committed
-    output (the file sink's ``_spark_metadata`` log), before any Spark starts."""
+    output (the file sink's ``_spark_metadata`` log), before any Spark starts; a lake whose sink is
+    in an older version's folder is refused (:func:`job.spark.lake.old_layout_error`)."""
     metadata = lake_layout.sink_path(lake_root) + "/_spark_metadata"
     fix = "pass the --output the job ran with (its first line says where it writes)"
-    folders = (lake_layout.SINK_DIR, lake_layout.LEGACY_SINK_DIR)  # a lake from before `out` has the older name
+    folders = (lake_layout.SINK_DIR, lake_layout.OLD_SINK_DIR)
     if lake_root.startswith(("s3a://", "s3://")):
         from sandbox.health import s3_client
 
         bucket, _, key = lake_root.split("://", 1)[1].partition("/")
-        found = 0
+        found = []
         for folder in folders:
             prefix = (key.rstrip("/") + "/" if key else "") + f"{folder}/_spark_metadata/"
             try:
-                found += s3_client(settings).list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount", 0)
+                if s3_client(settings).list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount", 0):
+                    found.append(folder)
             except Exception as exc:  # noqa: BLE001 - botocore's errors have no common root worth importing here
                 raise LakeError(lake_root, f"cannot list {metadata} ({exc})", fix) from None
-        console = f"{settings.endpoints().s3_console}/browser/{bucket}"
-        if not found:
-            raise LakeError(lake_root, f"no job output here ({metadata} is missing)", f"{fix}; browse {console}")
-    elif not any(Path(lake_root.removeprefix("file:")).joinpath(f, "_spark_metadata").is_dir() for f in folders):
+        fix += f"; browse {settings.endpoints().s3_console}/browser/{bucket}"
+    else:
+        found = [f for f in folders if Path(lake_root.removeprefix("file:")).joinpath(f, "_spark_metadata").is_dir()]
+    if lake_layout.OLD_SINK_DIR in found:
+        raise lake_layout.old_layout_error(lake_root, lake_layout.OLD_SINK_DIR)
+    if not found:
         raise LakeError(lake_root, f"no job output here ({metadata} is missing)", fix)
 
 
@@ -183,14 +187,14 @@ def verify_lake(settings, *, ledger: str | Sequence[str], lake: str, policy: str
     own = spark is None
     spark = spark or verifier_session(settings)
     with fatal_errors(settings) if own else contextlib.nullcontext():
-        sink = lake_layout.find_sink(spark, lake)
+        sink = lake_layout.open_lake(spark, lake)
         outputs = lake_layout.read_sink(spark, sink)
         return check_frames(spark, ledger_dataframe(spark, parts), outputs, policy=policy, deleted=deleted)
 
 
 def verify_archive(settings, *, ledger: str, lake: str, spark=None, raw_path: str | None = None):
     """Check that every record the ledger says Kafka acknowledged is in the raw archive of the
-    lake root ``lake`` (or of ``raw_path``: another lake root, or an older job's archive folder);
+    lake root ``lake`` (or of ``raw_path``: another lake root);
     returns :class:`job.verify.archive_check.ArchiveReport`. Only the ledger's topics are read."""
     from pyspark.sql import functions as F
 

@@ -1,7 +1,12 @@
-"""The lake's sink folder: ``out`` for a new lake, ``sessions-out`` kept for one an older version
-wrote (its ``_spark_metadata`` names every file by its full path, so the folder cannot move)."""
+"""The lake's layout: one sink ``out`` partitioned by output. A lake an older version of the job
+wrote (its sink in ``sessions-out``, topic folders under each output, the raw archive in its own
+folder ``raw``) is refused with one error that says how to start a new lake."""
 
 from __future__ import annotations
+
+import glob
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,46 +19,93 @@ def _sink(root, folder: str) -> None:
     (root / folder / "_spark_metadata").mkdir(parents=True)
 
 
-def test_check_lake_accepts_a_lake_written_under_either_name_and_names_the_new_one_when_neither(tmp_path, sandbox_settings):
+def _refusal(root, found: str, what: str) -> str:
+    return (
+        f"lake {root}: {root}/{found} is {what}, a layout an older version of the job wrote; "
+        f"this version reads and writes only {root}/out, partitioned by output; "
+        "this lake was written by an older version of the job: start the job on a new --output and a new "
+        "--checkpoint (it reads again what Kafka still holds; docs/lake-layout.md#older-lakes)"
+    )
+
+
+class _Path:
+    """Hadoop's Path and file system on the local disk: what :func:`lake.open_lake` asks of them."""
+
+    def __init__(self, path: str) -> None:
+        self.local = path.removeprefix("file:")
+
+    def getFileSystem(self, _conf):  # noqa: N802 - Hadoop's name
+        return self
+
+    def exists(self, path: _Path) -> bool:
+        return Path(path.local).exists()
+
+    def globStatus(self, pattern: _Path):  # noqa: N802 - Hadoop's name
+        return glob.glob(pattern.local) or None
+
+
+_HADOOP = SimpleNamespace(fs=SimpleNamespace(Path=_Path))
+LOCAL_SPARK = SimpleNamespace(
+    sparkContext=SimpleNamespace(
+        _jvm=SimpleNamespace(org=SimpleNamespace(apache=SimpleNamespace(hadoop=_HADOOP))),
+        _jsc=SimpleNamespace(hadoopConfiguration=lambda: None),
+    )
+)
+
+
+def test_check_lake_accepts_out_refuses_sessions_out_with_the_fix_and_names_out_when_neither(tmp_path, sandbox_settings):
     new, old, empty = tmp_path / "new", tmp_path / "old", tmp_path / "empty"
     _sink(new, lake.SINK_DIR)
-    _sink(old, lake.LEGACY_SINK_DIR)
+    _sink(old, lake.OLD_SINK_DIR)
     empty.mkdir()
     check_lake(sandbox_settings, str(new))
-    check_lake(sandbox_settings, str(old))
+    with pytest.raises(LakeError) as refused:
+        check_lake(sandbox_settings, str(old))
+    assert str(refused.value) == _refusal(old, "sessions-out", "the sink's folder before it was named out")
     with pytest.raises(LakeError, match=r"/out/_spark_metadata is missing"):
         check_lake(sandbox_settings, str(empty))
 
 
-@pytest.mark.integration
-def test_find_sink_keeps_an_old_lake_s_folder_and_gives_a_new_lake_out(spark, tmp_path):
-    old, both, new = tmp_path / "old", tmp_path / "both", tmp_path / "new"
-    _sink(old, lake.LEGACY_SINK_DIR)
-    _sink(both, lake.LEGACY_SINK_DIR)
-    _sink(both, lake.SINK_DIR)
-    new.mkdir()
-    assert lake.find_sink(spark, f"file:{old}") == f"file:{old}/sessions-out"
-    assert lake.find_sink(spark, f"file:{both}") == f"file:{both}/out"
-    assert lake.find_sink(spark, f"file:{new}") == f"file:{new}/out"
+def test_open_lake_refuses_each_older_layout_where_it_matters_and_gives_a_current_lake_its_sink(tmp_path):
+    current, sessions_out, topics, archive = (tmp_path / n for n in ("current", "sessions-out", "topics", "archive"))
+    _sink(current, lake.SINK_DIR)
+    (current / "out" / "output=rows").mkdir()
+    _sink(sessions_out, lake.OLD_SINK_DIR)
+    (topics / "out" / "output=rows" / "topic=site-a").mkdir(parents=True)
+    _sink(archive, lake.SINK_DIR)
+    _sink(archive, lake.OLD_RAW_DIR)
+    for writing, reading_archive in ((False, False), (True, True)):
+        assert lake.open_lake(LOCAL_SPARK, str(current), writing=writing, archive=reading_archive) == f"{current}/out"
+    cases = [
+        (sessions_out, {}, "sessions-out", "the sink's folder before it was named out"),
+        (topics, {"writing": True}, "out/output=*/topic=*", "a folder per topic under each output, from before topic became a column"),
+        (archive, {"archive": True}, "raw",
+         "a raw archive written by its own query, from before the archive joined the sink as output=raw"),
+    ]  # fmt: skip
+    for root, how, found, what in cases:
+        with pytest.raises(LakeError) as refused:
+            lake.open_lake(LOCAL_SPARK, str(root), **how)
+        assert str(refused.value) == _refusal(root, found, what), root
+    # a reader of the outputs reads topic folders (topic becomes a partition column) and ignores `raw`
+    assert lake.open_lake(LOCAL_SPARK, str(topics)) == f"{topics}/out"
+    assert lake.open_lake(LOCAL_SPARK, str(archive)) == f"{archive}/out"
 
 
 @pytest.mark.integration
-def test_a_new_sink_has_a_folder_per_output_and_an_old_one_keeps_its_topic_folders(spark, tmp_path):
-    frame = spark.createDataFrame([("rows", "t1", 1), ("rows", "t2", 2), ("sessions", "t2", 3)],
-                                  "output string, topic string, offset bigint")  # fmt: skip
-    new, old = f"file:{tmp_path}/new", f"file:{tmp_path}/old"
-    frame.write.partitionBy(*lake.SINK_PARTITIONS).parquet(new)
-    frame.write.partitionBy(*lake.LEGACY_SINK_PARTITIONS).parquet(old)
-    assert lake.sink_partitions(spark, new) == ("output",)
-    assert lake.sink_partitions(spark, old) == ("output", "topic")
-    assert lake.sink_partitions(spark, f"file:{tmp_path}/none") == lake.SINK_PARTITIONS  # a new lake
-    for root in (new, old):  # readers select topic as a column in either layout
-        got = sorted(tuple(r) for r in spark.read.parquet(root).select("output", "topic", "offset").collect())
-        assert got == [("rows", "t1", 1), ("rows", "t2", 2), ("sessions", "t2", 3)], root
-    # why an old lake keeps its layout: a folder whose files sit at two depths cannot be read
-    frame.write.mode("append").partitionBy(*lake.SINK_PARTITIONS).parquet(old)
+def test_open_lake_refuses_an_old_layout_through_hadoop_s_file_system(spark, tmp_path):
+    frame = spark.createDataFrame([("rows", "t1", 1), ("sessions", "t2", 3)], "output string, topic string, offset bigint")
+    frame.write.partitionBy("output", "topic").parquet(f"file:{tmp_path}/topics/out")
+    frame.write.partitionBy(*lake.SINK_PARTITIONS).parquet(f"file:{tmp_path}/current/out")
+    _sink(tmp_path / "old", lake.OLD_SINK_DIR)
+    with pytest.raises(LakeError, match=r"topic=\* is a folder per topic"):
+        lake.open_lake(spark, f"file:{tmp_path}/topics", writing=True)
+    with pytest.raises(LakeError, match=r"/sessions-out is the sink's folder before it was named out"):
+        lake.open_lake(spark, f"file:{tmp_path}/old")
+    assert lake.open_lake(spark, f"file:{tmp_path}/current", writing=True, archive=True) == f"file:{tmp_path}/current/out"
+    # why the job cannot add to topic folders: a folder whose files sit at two depths cannot be read
+    frame.write.mode("append").partitionBy(*lake.SINK_PARTITIONS).parquet(f"file:{tmp_path}/topics/out")
     with pytest.raises(Exception, match="(?i)conflicting"):
-        spark.read.parquet(old).collect()
+        spark.read.parquet(f"file:{tmp_path}/topics/out").collect()
 
 
 def test_the_sink_log_warning_names_the_log_its_size_and_the_fix_past_the_threshold_only():

@@ -1,5 +1,6 @@
-"""The raw archive on the sandbox: the sink's fourth output (``output=raw``) from the one query,
-and an older job's second query kept where its checkpoint has one; the readers read both."""
+"""The raw archive on the sandbox: the sink's fourth output (``output=raw``) from the one query;
+the second query of docs/decisions/0007 (``raw_in_sink=False``, the bench's alternative) writes
+``<lake>/raw``, which the job and the readers refuse as an older version's layout."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import uuid
 
 import pytest
 
+from job.engine.errors import LakeError
 from job.spark import lake, pipeline
 from job.spark.config import job_config
 from job.spark.driver_api import last_stage_tasks
@@ -32,7 +34,7 @@ def _produce(settings, tmp_path, seed: int):
     return run, summary
 
 
-def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_is_kept(sandbox, spark, tmp_path, capsys):
+def test_the_archive_is_the_sinks_fourth_output_and_an_archive_query_s_lake_is_refused(sandbox, spark, tmp_path, capsys):
     settings = sandbox.settings
     bootstrap = settings.endpoints().kafka_bootstrap
     run, summary = _produce(settings, tmp_path, seed=3)
@@ -49,20 +51,17 @@ def test_the_archive_is_the_sinks_fourth_output_and_an_older_jobs_archive_query_
     assert sum(p["numInputRows"] for p in queries[0].recentProgress) == summary.outcomes["ok"]
     queries[0].explain()
     assert "ReusedExchange" in capsys.readouterr().out
-    pipeline.await_all(pipeline.start(spark, old, bootstrap=bootstrap, raw_in_sink=False), timeout_s=300)  # an older job
-    assert pipeline.archive_query_kept(old) and not pipeline.archive_query_kept(new)
-    again = pipeline.start(spark, old, bootstrap=bootstrap)  # the default on that checkpoint: its archive query goes on
-    assert sorted(q.name for q in again) == [f"{old.name}-raw", f"{old.name}-sessions"]
-    pipeline.await_all(again, timeout_s=300)
+    second = pipeline.start(spark, old, bootstrap=bootstrap, raw_in_sink=False)  # the bench's alternative
+    assert sorted(q.name for q in second) == [f"{old.name}-raw", f"{old.name}-sessions"]
+    pipeline.await_all(second, timeout_s=300)
+    for refused in (lambda: pipeline.start(spark, old, bootstrap=bootstrap), lambda: lake.read_raw(spark, old.output)):
+        with pytest.raises(LakeError, match=r"/raw is a raw archive written by its own query"):
+            refused()
 
-    assert lake.raw_parts(spark, new.output) == [(lake.sink_path(new.output), True)]
-    assert lake.raw_parts(spark, old.output) == [(lake.sink_path(old.output), True), (lake.legacy_raw_path(old.output), False)]
     assert lake.read_raw(spark, new.output + "-nowhere") is None
-    for cfg in (new, old):
-        assert verify_archive(settings, ledger=run.ledger, lake=cfg.output, spark=spark).ok, cfg.output
+    assert verify_archive(settings, ledger=run.ledger, lake=new.output, spark=spark).ok
     archived = _archived(spark, new.output)
     assert len(archived) == summary.outcomes["ok"] == len({r[:3] for r in archived}), "every delivered record, once"
-    assert archived == _archived(spark, old.output), "both places hold the same records, key, value and Kafka timestamp"
     # the archive is input, not output: the readers of the three outputs never see it
     assert lake.read_output(spark, lake.sink_path(new.output), "rows").count() > 0
     assert {r.output for r in spark.read.parquet(lake.sink_path(new.output)).select("output").distinct().collect()} >= {
