@@ -488,6 +488,9 @@ def job_worker(args) -> int:
     # doubling up on the survivor (where the next kill would take both).
     spark = spark_session(settings, "recovery-bench", extra={"spark.executor.memory": EXECUTOR_MEMORY})
     cfg = job_config(settings, args.name, args.prefix, trigger=args.trigger)
+    if first and (error := wait_for_executors(settings, spark)):
+        _append(events, {"ms": int(time.time() * 1000), "error": error})
+        return 1
     if first:
         # The first stateful batch of a fresh application starts Python workers and state
         # stores (tens of seconds on 2 cores); prime them on other topics, outside the series.
@@ -534,6 +537,24 @@ def job_worker(args) -> int:
                                               "sink_path": cfg.sink_path}))  # fmt: skip
     spark.stop()
     return 0
+
+
+def wait_for_executors(settings, spark, *, timeout_s: float = 120.0) -> str | None:
+    """Wait until the application has an executor on every ALIVE worker (one fits per worker,
+    see EXECUTOR_MEMORY): the capacity is measured on all of them, and the worker kill must
+    leave the job a survivor. None when it has; else what the master shows, after ``timeout_s``."""
+    from sandbox.health import alive_workers, spark_master_status
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = spark_master_status(settings)
+        want, have = len(alive_workers(status)), int(spark.sparkContext._jsc.sc().getExecutorIds().size())  # noqa: SLF001
+        if have >= want:
+            return None
+        if time.monotonic() > deadline:
+            return (f"the job's application has {have} executor(s) after {timeout_s:.0f} s, and the cluster has {want} alive "
+                    f"worker(s), each with room for one: {describe_cluster(status)}")  # fmt: skip
+        time.sleep(1.0)
 
 
 def baseline_worker(args) -> int:
@@ -608,6 +629,8 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
         "OSL_BACKEND": settings.backend,
     }
     worker = Supervised(system, argv, files["worker.log"], env=env)
+    if system == "job":
+        wait_for_idle_cluster(settings)
     say(f"{system}: starting the worker (log {shown(files['worker.log'])})")
     worker.start()
     try:
@@ -624,6 +647,9 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
             if time.monotonic() > deadline or worker.failed:
                 worker.stop()
                 raise RuntimeError(worker.failed or f"the job worker made no progress in 300 s; see {files['worker.log']}")
+            if error := next((e["error"] for e in _read_events(files["events.jsonl"]) if "error" in e), None):
+                worker.stop()
+                raise RuntimeError(error)
             time.sleep(1.0)
     capacity = next((e for e in _read_events(files["events.jsonl"]) if "capacity" in e), None)
     rate = schedule.rate
@@ -696,14 +722,54 @@ def _schedule(system: str, schedule: Schedule, rate: float, worker: Supervised, 
 def worker_cores(settings) -> dict[str, int]:
     """Executor cores in use now on each ALIVE Spark worker (``spark-worker-N``), from the
     master's JSON status; a worker that is down is absent."""
-    import urllib.request
     from urllib.parse import urlparse
 
-    with urllib.request.urlopen(settings.spark_status_url() + "/json/", timeout=5) as response:
-        status = json.load(response)
+    from sandbox.health import spark_master_status
+
+    status = spark_master_status(settings)
     ports = [urlparse(u).port for u in settings.endpoints().spark_worker_uis]
     used = {urlparse(w["webuiaddress"]).port: w["coresused"] for w in status["workers"] if w["state"] == "ALIVE"}
     return {f"spark-worker-{i + 1}": used[port] for i, port in enumerate(ports) if port in used}
+
+
+def _own_application() -> str | None:
+    """The Spark application this process drives, if it runs one (a notebook's kernel may)."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context  # noqa: SLF001 - no public "is one running?"
+    return active.applicationId if active is not None else None
+
+
+def describe_cluster(status: dict) -> str:
+    """The master's view in one line: each worker's state and use, each running application."""
+    workers = ", ".join(f"worker {w.get('host')}:{w.get('port')} {w.get('state')} ({w.get('coresused')}/{w.get('cores')} cores, "
+                        f"{w.get('memoryused')}/{w.get('memory')} MiB used)" for w in status.get("workers", []))  # fmt: skip
+    apps = ", ".join(f"{a.get('id')} '{a.get('name')}' ({a.get('cores')} cores)" for a in status.get("activeapps", []))
+    return f"{workers or 'no workers'}; running applications: {apps or 'none'}"
+
+
+def wait_for_idle_cluster(settings, *, timeout_s: float = 120.0, poll_s: float = 1.0) -> None:
+    """Wait until the Spark master runs no application but this process's own. The bench
+    measures the job's capacity and kills the worker with its executors: an application left
+    running elsewhere holds a worker's memory, so the job gets one executor instead of one
+    per worker and both figures are wrong. Fails after ``timeout_s``, naming what runs."""
+    from sandbox.health import spark_master_status
+
+    own, deadline = _own_application(), time.monotonic() + timeout_s
+    while True:
+        status = spark_master_status(settings)
+        others = [a for a in status.get("activeapps", []) if a.get("id") != own]
+        if not others:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the recovery bench needs the Spark cluster to itself, and after {timeout_s:.0f} s other applications still run "
+                f"on {settings.endpoints().spark_master_ui}: {describe_cluster(status)}. Stop them (a notebook's kernel holds its "
+                "session until it is shut down; a job started elsewhere holds its executors until it is stopped) and run again"
+            )  # fmt: skip
+        time.sleep(poll_s)
 
 
 def busiest_worker(settings, cores: dict[str, int] | None = None) -> str:

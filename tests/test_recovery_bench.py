@@ -288,3 +288,27 @@ def test_the_busiest_worker_is_the_one_with_the_most_executor_cores_ties_to_the_
     assert rb.busiest_worker(Settings(), {"spark-worker-1": 0, "spark-worker-2": 1}) == "spark-worker-2"
     assert rb.busiest_worker(Settings(), {"spark-worker-1": 1, "spark-worker-2": 1}) == "spark-worker-1"
     assert rb.busiest_worker(Settings(), {"spark-worker-2": 0}) == "spark-worker-2"  # worker 1 is down
+
+
+def test_the_cluster_in_one_line_names_each_worker_s_use_and_each_running_application(rb):
+    status = {
+        "workers": [
+            {"host": "127.0.0.1", "port": 4001, "state": "ALIVE", "cores": 2, "coresused": 1, "memory": 2048, "memoryused": 1100},
+            {"host": "127.0.0.1", "port": 4002, "state": "DEAD", "cores": 2, "coresused": 0, "memory": 2048, "memoryused": 0},
+        ],
+        "activeapps": [{"id": "app-1", "name": "nb09-backfill", "cores": 2}],
+    }  # fmt: skip
+    assert rb.describe_cluster(status) == (
+        "worker 127.0.0.1:4001 ALIVE (1/2 cores, 1100/2048 MiB used), worker 127.0.0.1:4002 DEAD (0/2 cores, 0/2048 MiB used); "
+        "running applications: app-1 'nb09-backfill' (2 cores)"
+    )
+    assert rb.describe_cluster({}) == "no workers; running applications: none"
+
+
+@pytest.mark.integration
+def test_the_bench_refuses_a_cluster_another_application_holds_and_names_it(rb, spark, sandbox, monkeypatch):
+    rb.wait_for_idle_cluster(sandbox.settings, timeout_s=0)  # this process's own application does not count
+    monkeypatch.setattr(rb, "_own_application", lambda: None)  # ...seen from another process, it does
+    app = spark.sparkContext.applicationId
+    with pytest.raises(RuntimeError, match=rf"needs the Spark cluster to itself.*{app} 'tests'"):
+        rb.wait_for_idle_cluster(sandbox.settings, timeout_s=0)

@@ -34,7 +34,7 @@ from job.spark.query_progress import offset_total, reached
 
 __all__ = [
     "BacklogError", "Batch", "CatchUp", "HighWatermarks", "batch_memory", "batches", "catch_up_time_s", "forecast",
-    "memory_pool_bytes", "run_catch_up", "throughput", "without_cap",
+    "memory_pool_bytes", "pace", "run_catch_up", "throughput", "without_cap",
 ]  # fmt: skip
 
 
@@ -104,6 +104,29 @@ def throughput(run: CatchUp, *, first: int = 3) -> float:
     if len(full) < first:
         raise BacklogError(f"{run.label}: only {len(full)} full batches of {run.cap} rows; a forecast needs {first}")
     return sum(b.input_rows for b in full[:-1]) / (full[-1].start - full[0].start)
+
+
+def pace(run: CatchUp, trigger_s: float, *, first: int = 3) -> str:
+    """Why the first ``first`` full batches went at the rate :func:`throughput` measured, in a
+    sentence: their starts against the trigger. Spark starts the next batch at the first
+    multiple of the interval after the last one's start (``ProcessingTimeExecutor``), so a
+    batch that started late, after one ran past its tick, is followed sooner than one
+    interval, and early batches can go faster than the cap over the trigger."""
+    full = [b for b in run.batches[1:] if run.full(b)][:first]
+    gaps = [(b.batch_id, b.start - a.start) for a, b in zip(full, full[1:])]
+    shown = ", ".join(f"batch {i} {gap:.1f} s" for i, gap in gaps)
+    short = [(i, gap) for i, gap in gaps if gap < 0.95 * trigger_s]
+    if short:
+        i, gap = short[0]
+        return (f"start to start: {shown} after the one before. Batch {i} started {gap:.1f} s after the one before, less "
+                f"than the {trigger_s:g} s trigger: Spark starts the next batch at the first multiple of the interval after "
+                f"a batch's start, so a batch that started late (after one that ran past its tick) is followed sooner, and "
+                f"these batches went faster than the cap over the trigger")  # fmt: skip
+    slow = [(i, gap) for i, gap in gaps if gap > 1.05 * trigger_s]
+    if slow:
+        return (f"start to start: {shown} after the one before: longer than the {trigger_s:g} s trigger, so the job's own "
+                f"speed, not the cap over the trigger, set the rate")  # fmt: skip
+    return f"start to start: {shown} after the one before: one {trigger_s:g} s trigger each, so the cap over the trigger set the rate"
 
 
 def forecast(run: CatchUp, *, first: int = 3) -> float:

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from job.drills.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast, throughput
+from job.drills.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast, pace, throughput
 
 
 def test_catch_up_time_is_the_backlog_over_the_throughput_left_after_the_input():
@@ -104,6 +104,25 @@ def test_the_rate_is_taken_start_to_start_so_a_trigger_bound_job_is_not_credited
              _batch(3, 34, 34.5, 1000, 6000), _batch(4, 36, 36.2, 200, 0)]  # fmt: skip
     assert throughput(_run(ticks)) == pytest.approx(500.0)
     assert forecast(_run(ticks)) == pytest.approx(12.5)  # 5000 / (500 - 100)
+
+
+def test_the_pace_says_whether_the_trigger_the_cap_or_the_job_s_own_speed_set_the_rate():
+    on_the_grid = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 30.5, 1000, 8000), _batch(2, 32, 32.5, 1000, 7000),
+                   _batch(3, 34, 34.5, 1000, 6000)]  # fmt: skip
+    assert pace(_run(on_the_grid), 2) == (
+        "start to start: batch 2 2.0 s, batch 3 2.0 s after the one before: one 2 s trigger each, so the cap over the "
+        "trigger set the rate"
+    )
+    # batch 0 ran past its tick: batch 1 starts late, at 31.4, and batch 2 at the next multiple of 2 s after it
+    late = [_batch(0, 0, 31.4, 1000, 9000), _batch(1, 31.4, 32.0, 1000, 8000), _batch(2, 32.4, 33, 1000, 7000),
+            _batch(3, 34, 34.5, 1000, 6000)]  # fmt: skip
+    assert pace(_run(late), 2).startswith(
+        "start to start: batch 2 1.0 s, batch 3 1.6 s after the one before. Batch 2 started 1.0 s after the one before, "
+        "less than the 2 s trigger"
+    )
+    slow = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 33, 1000, 8000), _batch(2, 33, 36, 1000, 7000),
+            _batch(3, 36, 39, 1000, 6000)]  # fmt: skip
+    assert "the job's own speed, not the cap over the trigger, set the rate" in pace(_run(slow), 2)
 
 
 def test_a_forecast_without_enough_full_batches_says_how_many_it_had():
