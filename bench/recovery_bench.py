@@ -86,6 +86,9 @@ SYSTEMS = ("job", "baseline")
 ACTIONS = ("kill", "pause")
 PROCESS_TARGETS = ("driver",)
 EXECUTOR_MEMORY = "1100m"
+#: A worker's exit code for "this cluster cannot give a fair measurement": not a crash, so its
+#: supervisor does not start it again (a restart would skip the first start's checks).
+REFUSED = 3
 #: The capacity measurement: a backlog this big, drained in batches of this many records; the
 #: capacity is the rate over every batch but the first (the first opens the query's state).
 CAPACITY_RECORDS = 20_000
@@ -120,6 +123,10 @@ class Schedule:
     def times(self) -> list[float]:
         """Failure times in seconds after the producers started."""
         return [self.warmup_s + i * self.interval_s for i in range(self.failures)]
+
+    def __post_init__(self) -> None:
+        if self.targets:  # the summary shows ``target``: the first failure's, not the default
+            object.__setattr__(self, "target", self.targets[0])
 
     def target_at(self, i: int) -> str:
         """The target of failure ``i`` (from 0)."""
@@ -379,6 +386,9 @@ class Supervised:
             if proc.returncode == 0:
                 self.done = True
                 return
+            if proc.returncode == REFUSED:
+                self.failed = f"the {self.name} worker refused to start the run (exit code {REFUSED}); see {self.log}"
+                return
             self.crashes += 1
             if self.crashes > self.max_crashes:
                 self.failed = (
@@ -490,7 +500,8 @@ def job_worker(args) -> int:
     cfg = job_config(settings, args.name, args.prefix, trigger=args.trigger)
     if first and (error := wait_for_executors(settings, spark)):
         _append(events, {"ms": int(time.time() * 1000), "error": error})
-        return 1
+        spark.stop()
+        return REFUSED
     if first:
         # The first stateful batch of a fresh application starts Python workers and state
         # stores (tens of seconds on 2 cores); prime them on other topics, outside the series.
@@ -540,20 +551,27 @@ def job_worker(args) -> int:
 
 
 def wait_for_executors(settings, spark, *, timeout_s: float = 120.0) -> str | None:
-    """Wait until the application has an executor on every ALIVE worker (one fits per worker,
-    see EXECUTOR_MEMORY): the capacity is measured on all of them, and the worker kill must
-    leave the job a survivor. None when it has; else what the master shows, after ``timeout_s``."""
+    """Wait until the application has an executor on every ALIVE worker: the capacity is measured
+    on all of them, and the worker kill must leave the job a survivor. Counting is enough, as
+    only one executor of EXECUTOR_MEMORY fits on a worker. None when it has; else what the
+    master shows, after ``timeout_s``."""
     from sandbox.health import alive_workers, spark_master_status
 
-    deadline = time.monotonic() + timeout_s
+    deadline, status, want, have = time.monotonic() + timeout_s, None, None, 0
     while True:
-        status = spark_master_status(settings)
-        want, have = len(alive_workers(status)), int(spark.sparkContext._jsc.sc().getExecutorIds().size())  # noqa: SLF001
-        if have >= want:
+        try:
+            status = spark_master_status(settings)
+        except (OSError, ValueError) as exc:  # a master that does not answer for a moment: ask again until the deadline
+            status, want = {"error": str(exc)}, None
+        else:
+            want = len(alive_workers(status))
+        have = int(spark.sparkContext._jsc.sc().getExecutorIds().size())  # noqa: SLF001
+        if want is not None and have >= want:
             return None
         if time.monotonic() > deadline:
-            return (f"the job's application has {have} executor(s) after {timeout_s:.0f} s, and the cluster has {want} alive "
-                    f"worker(s), each with room for one: {describe_cluster(status)}")  # fmt: skip
+            seen = (f"the master at {settings.endpoints().spark_master_ui} did not answer: {status['error']}" if want is None
+                    else f"the cluster has {want} alive worker(s), each with room for one: {describe_cluster(status)}")  # fmt: skip
+            return f"the job's application has {have} executor(s) after {timeout_s:.0f} s; {seen}"
         time.sleep(1.0)
 
 
@@ -724,12 +742,23 @@ def worker_cores(settings) -> dict[str, int]:
     master's JSON status; a worker that is down is absent."""
     from urllib.parse import urlparse
 
-    from sandbox.health import spark_master_status
-
-    status = spark_master_status(settings)
+    status = master_status(settings)
     ports = [urlparse(u).port for u in settings.endpoints().spark_worker_uis]
     used = {urlparse(w["webuiaddress"]).port: w["coresused"] for w in status["workers"] if w["state"] == "ALIVE"}
     return {f"spark-worker-{i + 1}": used[port] for i, port in enumerate(ports) if port in used}
+
+
+def master_status(settings) -> dict:
+    """The Spark master's JSON status, or an error that names the master and the fix."""
+    from sandbox.health import spark_master_status
+
+    try:
+        return spark_master_status(settings)
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(
+            f"the Spark master at {settings.endpoints().spark_master_ui} did not answer ({exc}); is the sandbox up? "
+            "`python -m sandbox status` shows it, `python -m sandbox up` starts it"
+        ) from exc
 
 
 def _own_application() -> str | None:
@@ -755,11 +784,9 @@ def wait_for_idle_cluster(settings, *, timeout_s: float = 120.0, poll_s: float =
     measures the job's capacity and kills the worker with its executors: an application left
     running elsewhere holds a worker's memory, so the job gets one executor instead of one
     per worker and both figures are wrong. Fails after ``timeout_s``, naming what runs."""
-    from sandbox.health import spark_master_status
-
     own, deadline = _own_application(), time.monotonic() + timeout_s
     while True:
-        status = spark_master_status(settings)
+        status = master_status(settings)
         others = [a for a in status.get("activeapps", []) if a.get("id") != own]
         if not others:
             return
@@ -1002,10 +1029,10 @@ def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ..
     else:
         systems = systems or SYSTEMS
         schedules = {s: schedule for s in systems}
-    lead = schedules[systems[0]]
     if any(schedules[s].load is not None for s in systems) and systems[0] != "job":
         raise SystemExit(
-            f"a load of {lead.load or 0:.0%} is a fraction of the job's capacity: run the job first (--systems job,...), or give --rate"
+            f"a load of {next(schedules[s].load for s in systems if schedules[s].load is not None):.0%} is a fraction of the job's "
+            "capacity: run the job first (--systems job,...), or give --rate"
         )
     settings = settings or Settings.from_env()
     sb = open_sandbox(settings)
@@ -1096,8 +1123,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trigger", default="1 second", help="the job's micro-batch interval")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="job,baseline (default both)")
-    # The study averages over 5 s; the job here commits every 3-4 s (trigger 1 s, 2 cores), so
-    # a 5 s window holds one batch or two and saw-tooths; 10 s spans about three.
+    # a window over several of the job's batches, not one or two: docs/decisions/0018-recovery-latency-band.md
     parser.add_argument("--smooth", type=int, default=10, help="detector: moving-average window, seconds (default 10)")
     parser.add_argument("--hold", type=int, default=10, help="detector: seconds back in band that count as recovered")
     parser.add_argument(
@@ -1110,7 +1136,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "baseline-worker":
         return baseline_worker(args)
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+    targets = tuple(t.strip() for t in args.target.split(",") if t.strip())
     problems = [m for ok, m in [
+        (targets, "--target names at least one target, e.g. spark-worker-1 or driver,spark-worker"),
         (set(systems) <= set(SYSTEMS) and systems, f"--systems takes {', '.join(SYSTEMS)}"),
         (args.failures >= 1, "--failures must be at least 1"),
         (args.warmup >= 20, "--warmup must be at least 20 s (the detector's reference window)"),
@@ -1123,7 +1151,6 @@ def main(argv: list[str] | None = None) -> int:
     ] if not ok]  # fmt: skip
     if problems:
         parser.error("; ".join(problems))
-    targets = tuple(t.strip() for t in args.target.split(",") if t.strip())
     schedule = Schedule(target=targets[0], targets=targets if len(targets) > 1 else (), action=args.action, failures=args.failures,
                         interval_s=args.interval, warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
     result = bench(

@@ -247,7 +247,7 @@ def _run(args, settings) -> int:
     saved.check_fixed(cfg)  # before a Spark application starts; pipeline.start checks it again
     spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
-    sink = lake.open_lake(spark, cfg.output)  # an older layout: refused before Spark plans a query
+    sink = lake.open_lake(spark, cfg.output)  # for the sink-log warning; pipeline.start refuses older layouts
     if (warning := lake.sink_log_warning(sink, lake.sink_log_compact(spark, sink))) is not None:
         print(f"warning: {warning}", file=sys.stderr)
     events = (args.events or cfg.checkpoint / "events.jsonl").resolve()

@@ -59,7 +59,7 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
     # archive_check.py take frames and know no sandbox.
     "verify.lake_check": {
         "sandbox.spark": "the verifier's own Spark session and driver log, built from the sandbox Settings "
-        "(issue #47: a narrower seam than Settings is still to come)",
+        "(a narrower seam than Settings is still to come)",
         "sandbox.health": "MinIO's preflight (require) and the S3 client that lists an s3a:// lake",
     },  # fmt: skip
     "baseline": {

@@ -307,8 +307,17 @@ def test_the_cluster_in_one_line_names_each_worker_s_use_and_each_running_applic
 
 @pytest.mark.integration
 def test_the_bench_refuses_a_cluster_another_application_holds_and_names_it(rb, spark, sandbox, monkeypatch):
-    rb.wait_for_idle_cluster(sandbox.settings, timeout_s=0)  # this process's own application does not count
+    # this process's own application does not count (30 s: the master may still be removing an earlier test's)
+    rb.wait_for_idle_cluster(sandbox.settings, timeout_s=30)
     monkeypatch.setattr(rb, "_own_application", lambda: None)  # ...seen from another process, it does
     app = spark.sparkContext.applicationId
     with pytest.raises(RuntimeError, match=rf"needs the Spark cluster to itself.*{app} 'tests'"):
         rb.wait_for_idle_cluster(sandbox.settings, timeout_s=0)
+
+
+def test_an_empty_target_is_refused_and_a_schedule_of_targets_shows_the_first(rb, capsys):
+    with pytest.raises(SystemExit):
+        rb.main(["--target", " , ", "--rate", "100"])
+    assert "--target names at least one target" in capsys.readouterr().err
+    assert rb.Schedule(targets=("driver", "spark-worker")).target == "driver"
+    assert rb.Schedule().target == "spark-worker-1"

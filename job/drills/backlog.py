@@ -100,9 +100,7 @@ def throughput(run: CatchUp, *, first: int = 3) -> float:
     past it): this is the rate the backlog went down, bound by the cap over the trigger
     interval or by the batches' own time, whichever is slower. The query's very first batch is
     left out: it also opens the state stores, which later batches do not pay for."""
-    full = [b for b in run.batches[1:] if run.full(b)][:first]
-    if len(full) < first:
-        raise BacklogError(f"{run.label}: only {len(full)} full batches of {run.cap} rows; a forecast needs {first}")
+    full = run.early_full_batches(first)
     return sum(b.input_rows for b in full[:-1]) / (full[-1].start - full[0].start)
 
 
@@ -112,7 +110,7 @@ def pace(run: CatchUp, trigger_s: float, *, first: int = 3) -> str:
     multiple of the interval after the last one's start (``ProcessingTimeExecutor``), so a
     batch that started late, after one ran past its tick, is followed sooner than one
     interval, and early batches can go faster than the cap over the trigger."""
-    full = [b for b in run.batches[1:] if run.full(b)][:first]
+    full = run.early_full_batches(first)
     gaps = [(b.batch_id, b.start - a.start) for a, b in zip(full, full[1:])]
     shown = ", ".join(f"batch {i} {gap:.1f} s" for i, gap in gaps)
     short = [(i, gap) for i, gap in gaps if gap < 0.95 * trigger_s]
@@ -240,6 +238,21 @@ class CatchUp:
         partitions in proportion to their backlog and rounds each share down, so a capped
         batch reads a little less than the cap; 90 % of it counts as full."""
         return bool(self.cap) and batch.input_rows >= 0.9 * self.cap
+
+    @property
+    def full_batches(self) -> list[Batch]:
+        """The batches the cap limited, after the query's very first (which also opens the state
+        stores, a cost later batches do not pay)."""
+        return [b for b in self.batches[1:] if self.full(b)]
+
+    def early_full_batches(self, first: int) -> list[Batch]:
+        """The first ``first`` of :attr:`full_batches` (at least two: a rate needs two starts);
+        :class:`BacklogError` when the run had fewer."""
+        need = max(first, 2)
+        full = self.full_batches[:need]
+        if len(full) < need:
+            raise BacklogError(f"{self.label}: only {len(full)} full batches of {self.cap} rows; a forecast needs {need}")
+        return full
 
     def table(self) -> list[dict[str, Any]]:
         """One row per batch, for a DataFrame: times relative to ``started``."""

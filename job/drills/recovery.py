@@ -190,11 +190,13 @@ class RecoveryReport:
 
     @property
     def all_detected(self) -> bool:
-        return all(f.detected for f in self.failures)
+        """Every failure was detected; False for a run without failures (nothing was shown)."""
+        return bool(self.failures) and all(f.detected for f in self.failures)
 
     @property
     def all_recovered(self) -> bool:
-        return all(f.recovered for f in self.failures)
+        """Every failure recovered; False for a run without failures (nothing was shown)."""
+        return bool(self.failures) and all(f.recovered for f in self.failures)
 
     def recovery_times(self, metric: str) -> list[float | None]:
         """Recovery time per failure for ``"throughput"`` or ``"latency"``."""

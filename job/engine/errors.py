@@ -155,7 +155,8 @@ class DrainTimeoutError(JobError):
 
 
 class LakeError(JobError):
-    """A lake root that holds no job output."""
+    """A lake root the job cannot use: it holds no job output, or output in an older layout
+    that is refused (docs/lake-layout.md)."""
 
     def __init__(self, lake: str, problem: str, fix: str) -> None:
         self.lake, self.problem, self.fix = lake, problem, fix

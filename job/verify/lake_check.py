@@ -14,7 +14,7 @@ from job.spark import lake as lake_layout  # `lake` is verify_lake's parameter, 
 
 #: The verifier's own Spark, when the caller has none: a one-shot read of the lake, judged in
 #: this machine's cores, with nothing for the cluster's executors to do that this process cannot
-#: (on chapter 04's lake, 24.0 s with a session on the sandbox cluster against 13.7 s local).
+#: (faster than a session on the sandbox cluster: docs/verifier.md, "Measurements").
 #: The driver exits on an out-of-memory error instead of living on with a dead thread: a JVM
 #: whose task-result thread died waited for ever on a result that would never come
 #: (docs/verifier.md); :func:`fatal_errors` turns the exit into a message.

@@ -94,7 +94,7 @@ def test_the_forecast_uses_the_first_full_batches_after_the_querys_first():
     # the first batch is slow (it opens the state stores) and must not count
     full = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 32, 1000, 8000), _batch(2, 32, 34, 1000, 7000),
             _batch(3, 34, 36, 1000, 6000), _batch(4, 36, 37, 200, 0)]  # fmt: skip
-    # batches 1-3: 3000 rows from 30 to 36 -> 500 records/s; 5000 / (500 - 100)
+    # batches 1-3, start to start: the 2000 rows of batches 1 and 2 from 30 to 34 -> 500 records/s; 5000 / (500 - 100)
     assert forecast(_run(full)) == pytest.approx(12.5)
 
 
@@ -113,8 +113,9 @@ def test_the_pace_says_whether_the_trigger_the_cap_or_the_job_s_own_speed_set_th
         "start to start: batch 2 2.0 s, batch 3 2.0 s after the one before: one 2 s trigger each, so the cap over the "
         "trigger set the rate"
     )
-    # batch 0 ran past its tick: batch 1 starts late, at 31.4, and batch 2 at the next multiple of 2 s after it
-    late = [_batch(0, 0, 31.4, 1000, 9000), _batch(1, 31.4, 32.0, 1000, 8000), _batch(2, 32.4, 33, 1000, 7000),
+    # batch 0 ran past its tick: batch 1 starts late, at 31.4; its next tick is 32, which comes while it runs, so
+    # batch 2 starts as soon as it ends (32.4), and batch 3 on the tick after that (34)
+    late = [_batch(0, 0, 31.4, 1000, 9000), _batch(1, 31.4, 32.4, 1000, 8000), _batch(2, 32.4, 33, 1000, 7000),
             _batch(3, 34, 34.5, 1000, 6000)]  # fmt: skip
     assert pace(_run(late), 2).startswith(
         "start to start: batch 2 1.0 s, batch 3 1.6 s after the one before. Batch 2 started 1.0 s after the one before, "
@@ -123,6 +124,8 @@ def test_the_pace_says_whether_the_trigger_the_cap_or_the_job_s_own_speed_set_th
     slow = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 33, 1000, 8000), _batch(2, 33, 36, 1000, 7000),
             _batch(3, 36, 39, 1000, 6000)]  # fmt: skip
     assert "the job's own speed, not the cap over the trigger, set the rate" in pace(_run(slow), 2)
+    with pytest.raises(BacklogError, match="only 1 full batches of 1000 rows; a forecast needs 2"):
+        pace(_run(on_the_grid[:2]), 2, first=1)
 
 
 def test_a_forecast_without_enough_full_batches_says_how_many_it_had():

@@ -118,6 +118,11 @@ def test_single_failure_is_not_judged_for_stability():
     assert report.stable is None and report.verdict.startswith("not judged")
 
 
+def test_a_run_without_failures_shows_no_detection_and_no_recovery():
+    report = detect(series(outages=[]), [], config=EXACT)
+    assert report.failures == () and not report.all_detected and not report.all_recovered
+
+
 def test_lag_peak_is_the_largest_lag_between_failure_and_next_failure():
     lag = [10.0] * 180
     lag[65], lag[130] = 500.0, 900.0
