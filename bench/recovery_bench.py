@@ -29,7 +29,7 @@ checkpoint, so a restarted baseline reads every topic again from the earliest of
 For the baseline, a Spark target (``spark-worker-N``, ``driver``) means its one process;
 ``kafka`` means the broker for both. The two systems run one after the other on fresh
 topics with the same seed and the same schedule. After each run the outputs are
-verified against the ledger (the job's lake with job/verify/verifier.py through Spark).
+verified against the ledger (the job's lake with job/verify/compare.py through Spark).
 
     .venv/bin/python bench/recovery_bench.py          # 5 kills of spark-worker-1, 60 s apart: ~20 min
     .venv/bin/python bench/recovery_bench.py --failures 2 --interval 30 --warmup 40 --rate 100   # a quick look
@@ -473,10 +473,10 @@ def job_worker(args) -> int:
     committed batch to ``--events``, and once ``--stop`` names the ledger, drains, verifies
     the lake and writes the verdict to ``--verdict``."""
     from job.spark import pipeline
-    from job.spark.driver_api import stateful_executors
+    from job.spark.driver_rest import stateful_executors
     from job.verify.lake_check import verify_lake
     from sandbox import Settings
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     events, stop = Path(args.events), Path(args.stop)
     first = not any(e.get("start") for e in _read_events(events))
@@ -543,7 +543,7 @@ def wait_for_executors(settings, spark, *, timeout_s: float = 120.0) -> str | No
     """Wait until the application has an executor on every ALIVE worker (one fits per worker,
     see EXECUTOR_MEMORY): the capacity is measured on all of them, and the worker kill must
     leave the job a survivor. None when it has; else what the master shows, after ``timeout_s``."""
-    from sandbox.health import alive_workers, spark_master_status
+    from sandbox.checks.health import alive_workers, spark_master_status
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -563,7 +563,7 @@ def baseline_worker(args) -> int:
     names the ledger (the producers are done), reads up to the topics' end offsets of that
     moment and verifies its outputs."""
     from job.baseline import BaselineConfig, end_offsets, run_baseline
-    from job.verify.verifier import check
+    from job.verify.compare import check
     from producers.ledger import read_ledger
     from sandbox import Settings
 
@@ -724,7 +724,7 @@ def worker_cores(settings) -> dict[str, int]:
     master's JSON status; a worker that is down is absent."""
     from urllib.parse import urlparse
 
-    from sandbox.health import spark_master_status
+    from sandbox.checks.health import spark_master_status
 
     status = spark_master_status(settings)
     ports = [urlparse(u).port for u in settings.endpoints().spark_worker_uis]
@@ -755,7 +755,7 @@ def wait_for_idle_cluster(settings, *, timeout_s: float = 120.0, poll_s: float =
     measures the job's capacity and kills the worker with its executors: an application left
     running elsewhere holds a worker's memory, so the job gets one executor instead of one
     per worker and both figures are wrong. Fails after ``timeout_s``, naming what runs."""
-    from sandbox.health import spark_master_status
+    from sandbox.checks.health import spark_master_status
 
     own, deadline = _own_application(), time.monotonic() + timeout_s
     while True:
@@ -994,7 +994,7 @@ def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ..
     "baseline": ...}``, run in that order): the failures both take at the same time, each
     system's process killed, are compared (:func:`like_for_like`). ``settings``: the sandbox to
     run on (a chapter passes its own); by default the one the environment names."""
-    from producers.run import new_run_id
+    from producers.runner import new_run_id
     from sandbox import open_sandbox
 
     if isinstance(schedule, Mapping):
