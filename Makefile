@@ -61,7 +61,7 @@ bench-session: bootstrap
 
 # The project's site: the recorded chapters (none is run), the README and docs/: open build/book/index.html.
 book: bootstrap
-	$(BIN)/python -m sandbox.book --out build/book
+	$(BIN)/python -m book --out build/book
 
 # The one formatter and linter (pyproject.toml [tool.ruff]); tests/test_lint.py checks both.
 format: bootstrap

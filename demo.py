@@ -18,8 +18,8 @@ import time
 
 from job.engine.session import DEFAULT_POLICY
 from sandbox import SandboxError, Settings, open_sandbox
+from sandbox.checks.smoke import kafka_round_trip, s3_round_trip
 from sandbox.settings import detect_backend
-from sandbox.smoke import kafka_round_trip, s3_round_trip
 
 DEMO_FAULTS = ("drop:0.01", "duplicate:0.01", "corrupt:0.005", "reorder:0.01:k=3")
 
@@ -109,7 +109,7 @@ def explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | 
     from pyspark.errors import PySparkException
 
     if isinstance(exc, (PySparkException, Py4JError)):
-        from sandbox.spark import driver_log
+        from sandbox.jvm.spark_session import driver_log
 
         error = query_error("of the demo job", exc, log=driver_log(settings) if settings else None)
         return str(error), error.exit_status
@@ -124,7 +124,7 @@ def _choose_backend(settings: Settings) -> Settings:
 
     if settings.backend != "compose" or settings.attached or os.environ.get("OSL_BACKEND"):
         return settings
-    from sandbox.compose import compose_unavailable
+    from sandbox.services.compose import compose_unavailable
 
     reason = compose_unavailable()
     if reason is None:
@@ -136,7 +136,7 @@ def _choose_backend(settings: Settings) -> Settings:
 def _demo_in_compose(settings: Settings, argv: list[str] | None) -> int:
     """Start the compose stack here, then run this same demo inside the jupyter container, where
     the Spark driver must live (executors connect back to it by name) and the stack is attached."""
-    from sandbox.compose import ComposeBackend
+    from sandbox.services.compose import ComposeBackend
 
     sb = ComposeBackend(settings)
     print(f"== 1. starting the compose sandbox ({sb.project_name}; the first run builds the images)", flush=True)
@@ -160,9 +160,9 @@ def _pipeline(settings: Settings, args) -> bool:
     from producers.errors import ProducerError
     from producers.faults import parse_fault
     from producers.ledger import S3Target
-    from producers.run import RunConfig, Runner, new_run_id
+    from producers.runner import RunConfig, Runner, new_run_id
+    from sandbox.jvm.spark_session import driver_log, spark_session
     from sandbox.progress import Ticker
-    from sandbox.spark import driver_log, spark_session
 
     run_id = new_run_id()
     prefix = f"demo-{run_id}-"

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 # bench.job_bench points OSL_STATE_DIR, OSL_PORT_OFFSET and OSL_BACKEND at the bench sandbox
 from bench.job_bench import FEW, FLEET, job_config, produce, say  # noqa: E402
-from job.spark.driver_api import get  # noqa: E402
+from job.spark.driver_rest import get  # noqa: E402
 
 
 def _touch_job_modules(frames):
@@ -99,7 +99,7 @@ def main() -> int:
 
     from job.spark import pipeline
     from sandbox import Settings, open_sandbox
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     settings = Settings.from_env()
     open_sandbox(settings).up()

@@ -45,7 +45,7 @@ MODES = ("c1", "tiered")
 def one_application(args: argparse.Namespace) -> dict:
     """In a child process whose OSL_SPARK_JIT is set: one application, timed."""
     from sandbox import Settings
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     settings = Settings.from_env()
     work = Path(args.work)

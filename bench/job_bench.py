@@ -157,7 +157,7 @@ FLEET = Shape(50, 20)
 def produce(settings, work: Path, prefix: str, *, seed: int, messages: int | None = None,
             rate: float = 50_000.0, duration: float = 3600.0, shape: Shape = FEW) -> str:  # fmt: skip
     """Run the producers without faults; ``messages`` fixes the total, otherwise rate x duration."""
-    from producers.run import RunConfig, Runner
+    from producers.runner import RunConfig, Runner
 
     sites, sessions = shape.sites, shape.sessions
     ledger = str(work / prefix.strip("-") / "ledger")
@@ -189,7 +189,7 @@ def ledger_ok(ledger: str) -> pd.DataFrame:
 
 def run_baseline_backlog(settings, prefix: str, ledger: str) -> Throughput:
     from job.baseline import BaselineConfig, end_offsets, run_baseline
-    from job.verify.verifier import check
+    from job.verify.compare import check
     from producers.ledger import read_ledger
 
     bootstrap = settings.endpoints().kafka_bootstrap
@@ -375,7 +375,7 @@ def sink_visibility(settings, sink_path: str) -> pd.DataFrame:
     """
     import pyarrow.parquet as pq
 
-    from sandbox.health import s3_client
+    from sandbox.checks.health import s3_client
 
     s3 = s3_client(settings)
     url = urlparse(sink_path)
@@ -777,9 +777,9 @@ def main() -> int:
     2 when the sandbox did not start."""
     args, operators = parse_args()
 
-    from producers.run import new_run_id
+    from producers.runner import new_run_id
     from sandbox import SandboxError, Settings, open_sandbox
-    from sandbox.spark import driver_log, spark_session
+    from sandbox.jvm.spark_session import driver_log, spark_session
 
     settings = Settings.from_env(**({"executor_gc": args.executor_gc} if args.executor_gc else {}))
     run = new_run_id()

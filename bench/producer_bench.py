@@ -32,7 +32,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 from producers.kafka import ensure_topics, producer_config  # noqa: E402
 from producers.ledger import read_ledger  # noqa: E402
-from producers.run import RunConfig, Runner  # noqa: E402
+from producers.runner import RunConfig, Runner  # noqa: E402
 
 
 def bench_producers(bootstrap: str, messages: int, sites: int, ledger: str, prefix: str) -> dict:

@@ -29,7 +29,7 @@ checkpoint, so a restarted baseline reads every topic again from the earliest of
 For the baseline, a Spark target (``spark-worker-N``, ``driver``) means its one process;
 ``kafka`` means the broker for both. The two systems run one after the other on fresh
 topics with the same seed and the same schedule. After each run the outputs are
-verified against the ledger (the job's lake with job/verify/verifier.py through Spark).
+verified against the ledger (the job's lake with job/verify/compare.py through Spark).
 
     .venv/bin/python bench/recovery_bench.py          # 5 kills of spark-worker-1, 60 s apart: ~20 min
     .venv/bin/python bench/recovery_bench.py --failures 2 --interval 30 --warmup 40 --rate 100   # a quick look
@@ -483,10 +483,10 @@ def job_worker(args) -> int:
     committed batch to ``--events``, and once ``--stop`` names the ledger, drains, verifies
     the lake and writes the verdict to ``--verdict``."""
     from job.spark import pipeline
-    from job.spark.driver_api import stateful_executors
+    from job.spark.driver_rest import stateful_executors
     from job.verify.lake_check import verify_lake
     from sandbox import Settings
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     events, stop = Path(args.events), Path(args.stop)
     first = not any(e.get("start") for e in _read_events(events))
@@ -555,7 +555,7 @@ def wait_for_executors(settings, spark, *, timeout_s: float = 120.0) -> str | No
     on all of them, and the worker kill must leave the job a survivor. Counting is enough, as
     only one executor of EXECUTOR_MEMORY fits on a worker. None when it has; else what the
     master shows, after ``timeout_s``."""
-    from sandbox.health import alive_workers, spark_master_status
+    from sandbox.checks.health import alive_workers, spark_master_status
 
     deadline, status, want, have = time.monotonic() + timeout_s, None, None, 0
     while True:
@@ -581,7 +581,7 @@ def baseline_worker(args) -> int:
     names the ledger (the producers are done), reads up to the topics' end offsets of that
     moment and verifies its outputs."""
     from job.baseline import BaselineConfig, end_offsets, run_baseline
-    from job.verify.verifier import check
+    from job.verify.compare import check
     from producers.ledger import read_ledger
     from sandbox import Settings
 
@@ -750,7 +750,7 @@ def worker_cores(settings) -> dict[str, int]:
 
 def master_status(settings) -> dict:
     """The Spark master's JSON status, or an error that names the master and the fix."""
-    from sandbox.health import spark_master_status
+    from sandbox.checks.health import spark_master_status
 
     try:
         return spark_master_status(settings)
@@ -1021,7 +1021,7 @@ def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ..
     "baseline": ...}``, run in that order): the failures both take at the same time, each
     system's process killed, are compared (:func:`like_for_like`). ``settings``: the sandbox to
     run on (a chapter passes its own); by default the one the environment names."""
-    from producers.run import new_run_id
+    from producers.runner import new_run_id
     from sandbox import open_sandbox
 
     if isinstance(schedule, Mapping):

@@ -27,7 +27,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox import artifacts, versions  # noqa: E402
-from sandbox.local import LocalBackend  # noqa: E402
+from sandbox.services.local import LocalBackend  # noqa: E402
 from sandbox.settings import Ports, Settings  # noqa: E402
 
 
@@ -63,7 +63,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    # up's one-time class-data warm-up (sandbox/cds.py) is not part of what these rows time
+    # up's one-time class-data warm-up (sandbox/jvm/class_data_sharing.py) is not part of what
+    # these rows time
     warm_settings = Settings.from_env(backend="local", cds=False)
     print("filling the warm cache first (no-op when it is full) ...", flush=True)
     warm_minio = artifacts.minio_binary(warm_settings)
@@ -105,7 +106,7 @@ def main() -> int:
         restart_s = _timed_up(warm)
         rows.append(("warm cache, existing state: down + up -> healthy", f"{restart_s:7.1f} s"))
         # the drills' broker kill: SIGKILL, then start again until healthy (the controller's
-        # broker session, sandbox.local_services.KAFKA_SESSION_TIMEOUT_MS, is most of it)
+        # broker session, sandbox.services.local_processes.KAFKA_SESSION_TIMEOUT_MS, is most of it)
         warm.kill("kafka")
         started = time.monotonic()
         warm.restart("kafka")

@@ -6,7 +6,7 @@ changes in the lake), a fleet is produced with a fault mix and snapshots and run
 
   spark  ``python -m job verify`` (job/verify/spark_check.py: judged in Spark, session by
          session; only the findings come back);
-  pure   the pure verifier on the whole lake collected into pandas (job/verify/verifier.py
+  pure   the pure verifier on the whole lake collected into pandas (job/verify/compare.py
          ``check`` on ``lake_frames``), what ``job verify`` did before: the baseline.
 
 Figures: seconds, the peak resident memory of the Spark driver's JVM and of the Python driver,
@@ -47,7 +47,7 @@ _PURE = """
 import sys, time
 from sandbox import Settings
 from job.verify.lake_check import fatal_errors, lake_frames, load_ledger, verifier_session
-from job.verify.verifier import check
+from job.verify.compare import check
 settings = Settings.from_env()
 spark = verifier_session(settings)
 with fatal_errors(settings):
@@ -129,7 +129,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     from job.drills.fleet import FleetShape, fleet_lake
     from sandbox import Settings, open_sandbox
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     args = parse_args()
     settings = Settings.from_env()

@@ -10,7 +10,7 @@ from the brokers before a run).
 
 It is the benchmark's baseline and a fast checker: :class:`BaselineResult` holds the
 ``rows``, ``quarantine`` and ``sessions`` outputs as DataFrames with the columns
-:func:`job.verify.verifier.check` reads, and can write them as local Parquet.
+:func:`job.verify.compare.check` reads, and can write them as local Parquet.
 
 Under policy ``strict`` an :class:`~job.engine.errors.IntegrityError` stops the run like it stops
 the Spark query: the failing batch writes nothing, the result keeps what earlier batches
@@ -46,7 +46,7 @@ from job.engine.session import (
     flush,
     step,
 )
-from job.verify.verifier import output_frames
+from job.verify.compare import output_frames
 from producers.contract import TOPIC_PREFIX
 from sandbox.settings import KAFKA_BOOTSTRAP
 
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in result.write_parquet(args.out).items():
             print(f"{name}: {path}")
     if args.ledger:
-        from job.verify.verifier import check
+        from job.verify.compare import check
         from producers.ledger import read_ledger
 
         report = check(read_ledger(args.ledger), result.rows, result.quarantine, result.sessions, policy=args.policy)

@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--driver-memory", metavar="SIZE",
                         help="heap of the verifier's Spark driver, e.g. 2g (default: OSL_VERIFY_DRIVER_MEMORY, else 1g)")  # fmt: skip
     verify.add_argument("--kafka-deleted", type=Path, metavar="FILE",
-                        help="offsets Kafka deleted before the job read them (JSON, job.verify.verifier.save_deleted): "
+                        help="offsets Kafka deleted before the job read them (JSON, job.verify.compare.save_deleted): "
                              "their records count as lost to Kafka, not as the job's fault")  # fmt: skip
     repair = sub.add_parser("repair", help="repair a job whose checkpoint and file-sink output disagree (dry run unless --apply)",
                             description="The six-step repair of docs in job/ops/repair.py: find the damage, cut the output "
@@ -137,7 +137,8 @@ def _parser() -> argparse.ArgumentParser:
     backfill.add_argument("--ledger", help="verify the result (and the archive) against this ledger")
     backfill.add_argument("--switch", action="store_true", help="point readers at the result if --ledger verifies it clean")
     package = sub.add_parser("package", help="build the job for spark-submit: a --py-files zip, a driver script, a properties file",
-                             description="See job/ops/package.py. Prints the spark-submit line for this sandbox.")  # fmt: skip
+                             description="See job/ops/submit_bundle.py. "
+                                         "Prints the spark-submit line for this sandbox.")  # fmt: skip
     package.add_argument(
         "--out", type=Path, default=Path("build/spark-submit"), help="folder to write (default: build/spark-submit)"
     )
@@ -209,7 +210,7 @@ INTERRUPTED = "interrupted; the checkpoint lets the next run continue where this
 
 
 def _package(args, settings) -> int:
-    from job.ops.package import build
+    from job.ops.submit_bundle import build
     from sandbox.settings import shown
 
     pkg = build(args.out, settings)
@@ -228,8 +229,8 @@ def _run(args, settings) -> int:
         args.topic_prefix = args.deprecated_prefix
     cfg = saved.from_args(args, settings, _RUN_FIELDS)
     from job.spark import interrupts, lake
-    from sandbox.health import require
-    from sandbox.spark import driver_log, spark_session
+    from sandbox.checks.health import require
+    from sandbox.jvm.spark_session import driver_log, spark_session
 
     extra = {}
     for item in args.conf:
@@ -347,8 +348,8 @@ def _watch(args, settings) -> int:
 
 
 def _verify(args, settings) -> int:
+    from job.verify.compare import load_deleted
     from job.verify.lake_check import verify_lake
-    from job.verify.verifier import load_deleted
 
     deleted = load_deleted(args.kafka_deleted) if args.kafka_deleted else ()
     if args.driver_memory:

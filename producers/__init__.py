@@ -48,8 +48,8 @@ The rest of the package
 ``producers.sites`` (Faker-made tables per site type), ``producers.sessions`` (the
 snapshot/update lifecycle), ``producers.faults`` (the fault registry; ``python -m
 producers faults``), ``producers.ledger`` (what was meant, sent and acknowledged, as
-Parquet), ``producers.expected`` (from the ledger alone: each session's expected final
-table and the loss window of every fault), ``producers.run`` and ``producers.cli``
+Parquet), ``producers.expected_output`` (from the ledger alone: each session's expected final
+table and the loss window of every fault), ``producers.runner`` and ``producers.cli``
 (``python -m producers run``). Importing this package stays light (no Kafka, pandas or
 Arrow) until a name that needs them is used.
 """
@@ -89,14 +89,14 @@ _LAZY = {
     "FAULTS": "producers.faults",
     "Anomaly": "producers.faults",
     "parse_fault": "producers.faults",
-    "ExpectedSession": "producers.expected",
-    "LossWindow": "producers.expected",
-    "expected_sessions": "producers.expected",
-    "loss_windows": "producers.expected",
+    "ExpectedSession": "producers.expected_output",
+    "LossWindow": "producers.expected_output",
+    "expected_sessions": "producers.expected_output",
+    "loss_windows": "producers.expected_output",
     "read_ledger": "producers.ledger",
     "S3Target": "producers.ledger",
-    "RunConfig": "producers.run",
-    "Runner": "producers.run",
+    "RunConfig": "producers.runner",
+    "Runner": "producers.runner",
 }
 
 

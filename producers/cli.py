@@ -138,7 +138,7 @@ def _s3(args: argparse.Namespace) -> S3Target:
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from producers.run import RunConfig, Runner, new_run_id
+    from producers.runner import RunConfig, Runner, new_run_id
 
     faults = tuple(parse_fault(s) for s in args.fault)
     run_id = args.run_id or new_run_id()
@@ -205,7 +205,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _ledger(args: argparse.Namespace, out: TextIO) -> int:
-    from producers.expected import expected_sessions
+    from producers.expected_output import expected_sessions
     from producers.ledger import read_ledger
 
     df = read_ledger(args.location, s3=_s3(args))

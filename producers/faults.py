@@ -140,7 +140,7 @@ FaultName = Literal[
 FAULT_NAMES: tuple[FaultName, ...] = get_args(FaultName)
 
 Stage = Literal["session", "stream", "transmission"]
-#: How far the damage of one faulted message reaches (see ``producers.expected``):
+#: How far the damage of one faulted message reaches (see ``producers.expected_output``):
 #: ``to-next-snapshot`` until the next clean snapshot; ``message`` that message only;
 #: ``to-end`` from that message to the end of its epoch; ``none`` no window at all.
 WindowShape = Literal["to-next-snapshot", "message", "to-end", "none"]

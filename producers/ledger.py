@@ -6,7 +6,7 @@ message has at least one row, a ``duplicate`` adds a second, a ``crash`` records
 (a local directory or ``s3a://bucket/prefix``) while the run goes, each flush a complete
 file, so a crash loses at most the rows not yet flushed. ``_run.json`` beside the parts
 holds the run's settings, seed and faults (also in every part's schema metadata under
-``producers.run``).
+``producers.runner``).
 
 A row is written once its outcome is known: ``ok`` (Kafka acknowledged it at
 ``partition``/``offset``), ``failed`` (Kafka or the client refused it; ``error`` says

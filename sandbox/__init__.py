@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from sandbox.backend import Sandbox, ServiceState, ServiceStatus
 from sandbox.errors import SandboxError
+from sandbox.services.backend import Sandbox, ServiceState, ServiceStatus
 from sandbox.settings import Endpoints, Settings
 
 __all__ = [
@@ -34,14 +34,14 @@ def open_sandbox(settings: Settings, **kwargs: object) -> Sandbox:
     """The backend ``settings.backend`` names, not started; inside the compose network
     (``settings.attached``) the running stack it belongs to."""
     if settings.attached:
-        from sandbox.attached import AttachedSandbox
+        from sandbox.services.inside_compose import AttachedSandbox
 
         return AttachedSandbox(settings, **kwargs)  # type: ignore[arg-type]
     if settings.backend == "compose":
-        from sandbox.compose import ComposeBackend
+        from sandbox.services.compose import ComposeBackend
 
         return ComposeBackend(settings, **kwargs)  # type: ignore[arg-type]
-    from sandbox.local import LocalBackend
+    from sandbox.services.local import LocalBackend
 
     return LocalBackend(settings, **kwargs)  # type: ignore[arg-type]
 

@@ -255,10 +255,11 @@ def spark_job_jars(settings: Settings, *, progress: Progress = say) -> list[Path
     ) + [project_jar(settings, progress=progress)]  # fmt: skip
 
 
-#: The project's own JVM classes (one today: osl.FastCheckpointFileManager, see sandbox/spark.py),
-#: as package data: a folder, or a folder inside the zip ``spark-submit`` runs the project from
-#: (job/ops/package.py), where the driver finds the jar the packaging machine compiled.
-JAVA_SOURCES = importlib.resources.files("sandbox").joinpath("java")
+#: The project's own JVM classes (one today: osl.FastCheckpointFileManager, see
+#: sandbox/jvm/spark_session.py), as package data (sandbox/jvm/java): a folder, or a folder inside
+#: the zip ``spark-submit`` runs the project from (job/ops/submit_bundle.py), where the driver
+#: finds the jar the packaging machine compiled.
+JAVA_SOURCES = importlib.resources.files("sandbox").joinpath("jvm").joinpath("java")
 
 
 def _java_sources(root) -> dict[str, bytes]:

@@ -8,8 +8,8 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from sandbox.backend import format_status
 from sandbox.errors import SandboxError
+from sandbox.services.backend import format_status
 from sandbox.settings import Settings, detect_backend
 
 _FAULTS = {
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{args.command} {args.service}: done")
         return 0
     if args.command == "smoke":
-        from sandbox.smoke import run_all
+        from sandbox.checks.smoke import run_all
 
         return 0 if all(proof.ok for proof in run_all(settings)) else 1
     raise AssertionError(args.command)

@@ -99,16 +99,16 @@ class Settings:
     #: ``endpoints().spark_master_ui`` stays the link a browser on this machine opens).
     spark_master_ui_internal: str | None = None
     #: Inside the jupyter container: the stack runs already and this code only attaches to it
-    #: (``OSL_ATTACHED=1``; see :mod:`sandbox.attached`).
+    #: (``OSL_ATTACHED=1``; see :mod:`sandbox.services.inside_compose`).
     attached: bool = False
     #: Inside the compose network: the stack's fault service (``OSL_FAULTS_URL``), through which
-    #: an attached sandbox kills, pauses and restarts services (:mod:`sandbox.fault_service`).
+    #: an attached sandbox kills, pauses and restarts services (:mod:`sandbox.services.fault_service`).
     faults_url: str | None = None
     #: An extra CA bundle image builds trust (a TLS-inspecting proxy's CA), passed as a build
     #: secret; from ``OSL_BUILD_CA_BUNDLE``, else ``SSL_CERT_FILE`` when that file exists.
     build_ca_bundle: Path | None = None
-    #: Start Spark's JVMs from class-data archives (:mod:`sandbox.cds`, local backend only);
-    #: ``OSL_CDS=0`` turns them off.
+    #: Start Spark's JVMs from class-data archives (:mod:`sandbox.jvm.class_data_sharing`, local
+    #: backend only); ``OSL_CDS=0`` turns them off.
     cds: bool = True
     #: How Spark's application JVMs (driver and executors) compile Java: ``c1`` (the default)
     #: stops at the quick C1 compiler, ``tiered`` is the JVM's own default (C1, then C2).

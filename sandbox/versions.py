@@ -95,7 +95,7 @@ def spark_job_packages() -> list[tuple[str, str, str]]:
     ]
 
 
-#: The Eclipse compiler for Java, which compiles the project's own JVM classes (sandbox/java) on a
+#: The Eclipse compiler for Java, which compiles the project's own JVM classes (sandbox/jvm/java) on a
 #: JRE: the images carry no javac. Checked 2026-11-27: `mvn dependency:get
 #: -Dartifact=org.eclipse.jdt:ecj:3.44.0` resolves (Maven Central lists up to 3.46.100), and it
 #: runs on Java 17.

@@ -34,7 +34,7 @@ def spark(sandbox):
     last): the cluster has cores for two applications, and a chapter's kernel plus the job
     it starts are already two.
     """
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     session = spark_session(sandbox.settings, "tests")
     yield session

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from producers.faults import parse_fault
-from producers.run import RunConfig, Runner, RunSummary
+from producers.runner import RunConfig, Runner, RunSummary
 
 
 def fresh_prefix() -> str:

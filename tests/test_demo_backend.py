@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import demo
-from sandbox import compose as compose_mod
+from sandbox.services import compose as compose_mod
 from sandbox.settings import Settings
 
 

@@ -71,12 +71,12 @@ class _Runner:
 
 def _run_pipeline(monkeypatch, settings, runner, start):
     import job.spark.pipeline
-    import producers.run
-    import sandbox.spark
+    import producers.runner
+    import sandbox.jvm.spark_session
 
     spark = _Spark()
-    monkeypatch.setattr(sandbox.spark, "spark_session", lambda *_a, **_k: spark)
-    monkeypatch.setattr(producers.run, "Runner", lambda _cfg: runner)
+    monkeypatch.setattr(sandbox.jvm.spark_session, "spark_session", lambda *_a, **_k: spark)
+    monkeypatch.setattr(producers.runner, "Runner", lambda _cfg: runner)
     monkeypatch.setattr(job.spark.pipeline, "start", start)
     args = argparse.Namespace(policy="resync", duration=1.0, rate=10.0, seed=1)
     return spark, lambda: demo._pipeline(settings, args)
@@ -112,7 +112,7 @@ def test_an_error_the_producers_stored_in_their_summary_fails_the_demo(monkeypat
 def test_a_spark_start_that_fails_stops_the_producers_already_sending(monkeypatch, settings):
     """The producers start before the Spark application (the job reads their backlog), so a
     Spark session that cannot start must stop them, not leave them sending."""
-    import sandbox.spark
+    import sandbox.jvm.spark_session
 
     runner = _Runner()
     _spark, pipeline = _run_pipeline(monkeypatch, settings, runner, lambda *_a, **_k: [])
@@ -121,7 +121,7 @@ def test_a_spark_start_that_fails_stops_the_producers_already_sending(monkeypatc
         assert not runner.stopped.is_set(), "the producers should be running while Spark starts"
         raise TimeoutError("spark master not ready after 120s")
 
-    monkeypatch.setattr(sandbox.spark, "spark_session", no_session)
+    monkeypatch.setattr(sandbox.jvm.spark_session, "spark_session", no_session)
     with pytest.raises(TimeoutError, match="spark master not ready"):
         pipeline()
     assert runner.stopped.is_set()

@@ -20,8 +20,8 @@ README_MAX_LINES = 300
 #: The sections every decision page has, in this order (``## <name>``).
 DECISION_SECTIONS = ("Context", "Options measured", "Choice", "Re-measure")
 #: Where code lives whose comments must name a decision page rather than quote a run.
-CODE_DIRS = ("job", "sandbox", "producers", "bench", "demo.py")
-#: A bench run's id (``r`` + six hex digits, as ``producers.run.new_run_id`` makes them and
+CODE_DIRS = ("job", "sandbox", "producers", "bench", "book", "demo.py")
+#: A bench run's id (``r`` + six hex digits, as ``producers.runner.new_run_id`` makes them and
 #: ``make bench-job`` prints) standing alone, and a recording's stamp. A run id inside a
 #: session id (``fleet-2-r1a2b3c-s0001``, the wire contract's example) is not a measurement.
 RUN_ID = re.compile(r"(?<![\w-])r[0-9a-f]{6}(?![\w-])|\brec-\d{8}T\d{6}Z")

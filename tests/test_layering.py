@@ -7,7 +7,8 @@ from Python, not from a reader).
     cli -> drills -> ops -> verify -> spark -> engine        (baseline: engine + verify)
 
 and across packages: ``sandbox`` knows no message format (imports neither ``producers`` nor
-``job``), ``producers`` never imports ``job``, and each part of ``job`` imports only the
+``job``), ``producers`` never imports ``job``, ``book`` (the site) imports none of the other
+three and none of them imports it, and each part of ``job`` imports only the
 modules of ``producers`` and ``sandbox`` that :data:`JOB_OUTSIDE` lists for it, each with its
 reason. The engine is pure: besides those it imports the standard library and
 :data:`ENGINE_THIRD_PARTY`, nothing else (no pyspark, py4j, confluent_kafka).
@@ -23,17 +24,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("job", "producers", "sandbox")
+PACKAGES = ("job", "producers", "sandbox", "book")
 
 #: job's wings, bottom first. A module may import its own wing and any wing below it.
 WING_RANK = {"engine": 0, "spark": 1, "verify": 2, "baseline": 3, "ops": 3, "drills": 4, "cli": 5, "__main__": 6, "": 6}
 #: Wings a wing may not import although they rank below it.
 FORBIDDEN = {"baseline": {"spark"}}
-#: What ``sandbox`` and ``producers`` may import from the other two (module prefixes); ``job``'s
-#: imports of them are listed module by module in :data:`JOB_OUTSIDE`.
+#: What ``sandbox``, ``producers`` and ``book`` may import from the other packages (module
+#: prefixes); ``job``'s imports of ``producers`` and ``sandbox`` are listed module by module in
+#: :data:`JOB_OUTSIDE`, and it may not import ``book``.
 CROSS = {
     "sandbox": (),
     "producers": ("sandbox",),
+    "book": (),
 }
 #: The modules of ``producers`` and ``sandbox`` a part of ``job`` may import, and why. A key is
 #: a wing (``"verify"``) or one module of it (``"verify.lake_check"``); a module gets the
@@ -51,16 +54,16 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
     },
     "verify": {
         "producers.contract": "the verifier decodes the ledger's messages",
-        "producers.expected": "the oracle: what the ledger says the lake must hold",
+        "producers.expected_output": "the oracle: what the ledger says the lake must hold",
         "producers.faults": "the declared faults an anomaly is blamed on",
         "producers.ledger": "the ledger, the verifier's input",
     },
-    # Only the one module that reads a lake through Spark; verifier.py, spark_check.py and
+    # Only the one module that reads a lake through Spark; compare.py, spark_check.py and
     # archive_check.py take frames and know no sandbox.
     "verify.lake_check": {
-        "sandbox.spark": "the verifier's own Spark session and driver log, built from the sandbox Settings "
+        "sandbox.jvm.spark_session": "the verifier's own Spark session and driver log, built from the sandbox Settings "
         "(a narrower seam than Settings is still to come)",
-        "sandbox.health": "MinIO's preflight (require) and the S3 client that lists an s3a:// lake",
+        "sandbox.checks.health": "MinIO's preflight (require) and the S3 client that lists an s3a:// lake",
     },  # fmt: skip
     "baseline": {
         "producers.contract": "the topic prefix it reads by default (TOPIC_PREFIX)",
@@ -71,27 +74,27 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
     "ops": {
         "producers.contract": "backfill decodes archived records to prime session state",
         "producers.kafka": "the data-loss listing reads the partitions' watermarks",
-        "producers.run": "dataloss.BackgroundRun runs a producer behind chapter 07's outage (a drill living in ops)",
-        "sandbox.health": "wait_for (backfill's topic deletion) and the S3 client that lists a sink log (repair)",
+        "producers.runner": "dataloss.BackgroundRun runs a producer behind chapter 07's outage (a drill living in ops)",
+        "sandbox.checks.health": "wait_for (backfill's topic deletion) and the S3 client that lists a sink log (repair)",
         "sandbox.settings": "shown(): paths as messages print them (repair)",
-        "sandbox.spark": "the Spark session of `job repair` / `job backfill` and the packaged submit's conf",
+        "sandbox.jvm.spark_session": "the Spark session of `job repair` / `job backfill` and the packaged submit's conf",
     },
     "drills": {
         "producers.contract": "an exercise builds messages by hand",
-        "producers.expected": "the integrity matrix's window bound, from the ledger's expected sessions",
+        "producers.expected_output": "the integrity matrix's window bound, from the ledger's expected sessions",
         "producers.faults": "the drills declare data faults",
         "producers.kafka": "the backlog drill samples the topics' end offsets",
-        "producers.run": "the drills run producers",
+        "producers.runner": "the drills run producers",
         "sandbox": "the drills act on the sandbox (Settings, open_sandbox)",
-        "sandbox.health": "wait_for: the metadata trap polls until the job has committed its batches",
-        "sandbox.spark": "a drill's own Spark session",
+        "sandbox.checks.health": "wait_for: the metadata trap polls until the job has committed its batches",
+        "sandbox.jvm.spark_session": "a drill's own Spark session",
     },
     "cli": {
         "producers.errors": "ProducerError, one of the errors the command line reports in one paragraph",
         "sandbox": "Settings and SandboxError: the command line runs against the sandbox",
-        "sandbox.health": "require: the services a command needs answer before it starts",
+        "sandbox.checks.health": "require: the services a command needs answer before it starts",
         "sandbox.settings": "shown(): paths as messages print them",
-        "sandbox.spark": "the job's Spark session and its driver log",
+        "sandbox.jvm.spark_session": "the job's Spark session and its driver log",
     },
 }
 #: The engine's only imports beyond the standard library and :data:`JOB_OUTSIDE` ``["engine"]``.
@@ -264,19 +267,19 @@ def test_an_upward_import_and_a_circle_are_caught():
     importing each other."""
     planted = {
         "job.engine.session": [("job.drills.trap", 7), ("msgspec", 8), ("json", 9), ("producers.contract", 10)],
-        "job.engine.errors": [("pyspark.sql.utils", 11), ("sandbox.settings", 12), ("producers.run", 13)],
-        "job.baseline": [("job.spark.pipeline", 3), ("job.verify.verifier", 4)],
-        "job.drills.trap": [("job.engine.session", 1), ("sandbox.health", 2)],
-        "job.verify.verifier": [("sandbox.spark", 5), ("producers.ledger", 6)],
-        "job.verify.lake_check": [("sandbox.spark", 5)],
+        "job.engine.errors": [("pyspark.sql.utils", 11), ("sandbox.settings", 12), ("producers.runner", 13)],
+        "job.baseline": [("job.spark.pipeline", 3), ("job.verify.compare", 4)],
+        "job.drills.trap": [("job.engine.session", 1), ("sandbox.checks.health", 2)],
+        "job.verify.compare": [("sandbox.jvm.spark_session", 5), ("producers.ledger", 6)],
+        "job.verify.lake_check": [("sandbox.jvm.spark_session", 5)],
         "producers.faults": [("producers.sessions", 2)],
         "producers.sessions": [("producers.faults", 9)],
     }
     problems = layering_violations(planted)
     for wanted in ("job.engine.session (line 7) imports job.drills.trap", "job.baseline (line 3) imports job.spark.pipeline",
                    "job.engine.errors (line 11) imports pyspark.sql.utils: the engine is pure Python",
-                   "job.engine.errors (line 12) imports sandbox.settings", "job.engine.errors (line 13) imports producers.run",
-                   "job.verify.verifier (line 5) imports sandbox.spark"):  # fmt: skip
+                   "job.engine.errors (line 12) imports sandbox.settings", "job.engine.errors (line 13) imports producers.runner",
+                   "job.verify.compare (line 5) imports sandbox.jvm.spark_session"):  # fmt: skip
         assert any(wanted in p for p in problems), (wanted, problems)
     assert len(problems) == 6, problems
     assert circles(planted) == [["job.drills.trap", "job.engine.session"], ["producers.faults", "producers.sessions"]]

@@ -11,7 +11,7 @@ the input that keeps arriving. This module runs that on the sandbox and measures
 - :func:`batches` -- one :class:`Batch` per micro-batch from a query's progress: rows,
   duration, the state operator's rows and memory, and the lag when it committed.
 - :func:`batch_memory` -- per batch, the execution memory its tasks took and what they
-  spilled, from the driver's REST API (:mod:`job.spark.driver_api`).
+  spilled, from the driver's REST API (:mod:`job.spark.driver_rest`).
 - :func:`run_catch_up` -- start the job on a prefix, wait until it has caught up (and,
   with ``wait_state_empty``, until idle sessions expired), stop it, return a :class:`CatchUp`.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 from job.engine.errors import JobError
 from job.spark.config import JobConfig
-from job.spark.driver_api import batch_memory, memory_pool_bytes
+from job.spark.driver_rest import batch_memory, memory_pool_bytes
 from job.spark.query_progress import offset_total, reached
 
 __all__ = [

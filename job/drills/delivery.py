@@ -200,7 +200,7 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--die-after-batch", type=int)
     args = parser.parse_args(argv)
     from sandbox import Settings
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     settings = Settings.from_env()
     bootstrap = settings.endpoints().kafka_bootstrap

@@ -5,7 +5,7 @@ the pure parts are unit-tested in tests/job/test_environment_units.py.
 
 - :data:`FAULTS` -- the faults, as data: what each one breaks, how long it is held and
   what a correct job does about it. The sandbox's own fault actions do the breaking
-  (:meth:`sandbox.backend.Sandbox.kill`, ``pause``, ``resume``, ``restart``), the same ones
+  (:meth:`sandbox.services.backend.Sandbox.kill`, ``pause``, ``resume``, ``restart``), the same ones
   the recovery benchmark (``bench/recovery_bench.py``) uses.
 - :class:`JobProcess` -- ``python -m job run`` as a subprocess in its own process group,
   so a driver kill is a real ``SIGKILL`` and a restart continues from the checkpoint.
@@ -496,7 +496,7 @@ def run_faults(
     from job.drills.backlog import HighWatermarks
     from job.ops.watch import JsonLinesChannel, Thresholds, follow_log, kafka_high_watermarks
     from job.spark.pipeline import source_end_offsets
-    from producers.run import RunConfig, Runner
+    from producers.runner import RunConfig, Runner
 
     for kind in kinds:
         if kind not in FAULTS:

@@ -72,7 +72,7 @@ def fleet_lake(
     with its defaults (available-now) into a fresh lake."""
     from job.spark import lake, pipeline
     from job.spark.config import job_config
-    from producers.run import RunConfig, Runner, new_run_id
+    from producers.runner import RunConfig, Runner, new_run_id
 
     run_id = new_run_id()
     tag = uuid.uuid4().hex[:8]

@@ -128,8 +128,8 @@ def matrix_frame(reports: Mapping[str, object], ledger: pd.DataFrame, faults: It
 
 def window_bound(ledger: pd.DataFrame) -> int:
     """The most records a correct job may set aside: delivered records (outcome ``ok``) that
-    lie inside a loss window allowing ``lost`` or ``quarantined`` (``producers.expected``)."""
-    from producers.expected import expected_sessions
+    lie inside a loss window allowing ``lost`` or ``quarantined`` (``producers.expected_output``)."""
+    from producers.expected_output import expected_sessions
 
     expected = expected_sessions(ledger)
     ok = ledger[ledger["outcome"] == "ok"]
@@ -165,7 +165,7 @@ class PolicyRun:
 
     policy: str
     cfg: JobConfig
-    report: object  # job.verify.verifier.Report
+    report: object  # job.verify.compare.Report
     error: str | None = None
 
 
@@ -175,7 +175,7 @@ class Matrix:
 
     prefix: str
     ledger: str
-    summary: object  # producers.run.RunSummary
+    summary: object  # producers.runner.RunSummary
     runs: Mapping[str, PolicyRun]
 
     def frame(self, settings) -> pd.DataFrame:
@@ -187,7 +187,7 @@ class Matrix:
 
 def _produce(settings, *, ledger: str, prefix: str, faults: Sequence[Fault], snapshot_every: int, sites: int,
              sessions: int, rate: float, duration: float, seed: int, run_id: str, session_length: int | None = None):  # fmt: skip
-    from producers.run import RunConfig, Runner
+    from producers.runner import RunConfig, Runner
 
     summary = Runner(RunConfig(ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=sites,
                                sessions=sessions, rate=rate, duration=duration, snapshot_every=snapshot_every,
@@ -202,8 +202,8 @@ def _verify(spark, settings, *, ledger: str, cfg: JobConfig, policy: str):
     """The verifier's report; an output the job never committed to (``strict`` stopped in its
     first batch) is verified as empty rather than failing to read."""
     from job.spark.lake import sink_log_batches
+    from job.verify.compare import check, output_frames
     from job.verify.lake_check import load_ledger, verify_lake
-    from job.verify.verifier import check, output_frames
 
     if sink_log_batches(spark, cfg.sink_path):
         return verify_lake(settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
@@ -307,7 +307,7 @@ def fault_matrix(
     policy (``window`` is the reorder window of policy ``window``); see the module docstring.
     Ledger and checkpoints live under ``workdir``; outputs under ``s3a://<bucket>/integrity/``.
     """
-    from producers.run import new_run_id
+    from producers.runner import new_run_id
 
     run_id = new_run_id()
     prefix = prefix or f"integrity-{run_id}-"
@@ -331,7 +331,7 @@ class SweepPoint:
 
     snapshot_every: int
     ledger: str
-    report: object  # job.verify.verifier.Report
+    report: object  # job.verify.compare.Report
     bound: int  # window_bound of the ledger
     faulted: int  # delivered records that carry a fault, plus records never sent by one
 
@@ -356,7 +356,7 @@ def interval_sweep(
     ``<prefix>*``, and verify each interval's ledger on its own (the other intervals'
     sessions are foreign to it and not judged)."""
     from job.verify.lake_check import load_ledger
-    from producers.run import new_run_id
+    from producers.runner import new_run_id
 
     prefix = prefix or f"integrity-{new_run_id()}-"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -92,8 +92,8 @@ def reproduce_metadata_trap(
     the checkpoint and ledger under ``workdir``. The job runs with policy ``resync``.
     """
     from job.spark import pipeline
-    from producers.run import RunConfig, Runner, new_run_id
-    from sandbox.health import wait_for
+    from producers.runner import RunConfig, Runner, new_run_id
+    from sandbox.checks.health import wait_for
 
     run_id = new_run_id()
     prefix = prefix or f"trap-{run_id}-"

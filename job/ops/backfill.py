@@ -578,7 +578,7 @@ class ReprocessResult:
     were switched to it (only when the report is clean)."""
 
     backfill: BackfillResult
-    report: Any  # job.verify.verifier.Report
+    report: Any  # job.verify.compare.Report
     switched: bool
     previous: str | None
     current: str
@@ -632,7 +632,7 @@ def delete_topics(bootstrap: str, topic_prefix: str, *, timeout_s: float = 30.0)
             future.result(timeout=timeout_s)
         except Exception as exc:  # the admin API's KafkaException or a timeout
             raise BackfillError(f"topic {topic}", bootstrap, f"could not be deleted ({exc}); is the broker up?") from None
-    from sandbox.health import wait_for
+    from sandbox.checks.health import wait_for
 
     # the controller removes topics asynchronously: wait until the metadata no longer lists them
     gone = lambda: not any(t in admin.list_topics(timeout=timeout_s).topics for t in topics)  # noqa: E731
@@ -660,7 +660,7 @@ def run_cli(args, settings) -> int:
     _job_version(args.job_version)
     from job.spark.saved import from_args
     from job.verify.lake_check import verify_archive, verify_lake
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     run = from_args(args, settings, ("output", "policy", "window"))
     lake_root = run.output.rstrip("/")

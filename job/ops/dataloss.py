@@ -14,7 +14,7 @@ read yet:
 The job's checkpoint says up to where each query read (``offsets/<n>`` of its last
 committed batch). :func:`unread_deleted` compares that with Kafka's log start offsets and
 returns the deleted, unread ranges as :class:`DeletedRange` (the verifier takes them:
-``job.verify.verifier.check(..., deleted=...)`` allows exactly those records as ``lost`` and the
+``job.verify.compare.check(..., deleted=...)`` allows exactly those records as ``lost`` and the
 resync each loss causes up to its session's next snapshot). :func:`rewound_partitions`
 finds the partitions whose end went backwards, the ones ``python -m job repair
 --partitions`` must repair. :func:`retention_table` does the sources' arithmetic: time to
@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from job.engine.errors import JobError
-from job.verify.verifier import KAFKA_DELETED, DeletedRange
+from job.verify.compare import KAFKA_DELETED, DeletedRange
 
 __all__ = [
     "KAFKA_DELETED",
@@ -305,7 +305,7 @@ class BackgroundRun:
     def __init__(self, config) -> None:
         import threading
 
-        from producers.run import Runner
+        from producers.runner import Runner
 
         self.runner = Runner(config, on_progress=self._on_progress, progress_every_s=0.2)
         self.acked = 0  # records Kafka acknowledged so far
@@ -337,7 +337,7 @@ class BackgroundRun:
             time.sleep(0.1)
 
     def finish(self, timeout_s: float = 120.0):
-        """Stop the run, wait for its ledger, and return its :class:`~producers.run.RunSummary`."""
+        """Stop the run, wait for its ledger, and return its :class:`~producers.runner.RunSummary`."""
         self.runner.stop()
         self._thread.join(timeout_s)
         if self.error is not None:

@@ -433,7 +433,7 @@ def _sink_log_listed(settings, output: str) -> bool:
     """Whether the lake's file sink has a ``_spark_metadata`` log, asked of S3 without a Spark
     application (a local lake: True, and Spark looks); False when S3 cannot be asked."""
     from job.spark import lake
-    from sandbox.health import s3_client
+    from sandbox.checks.health import s3_client
 
     if not output.startswith("s3a://"):
         return True
@@ -663,7 +663,7 @@ def run_cli(args, settings) -> int:
     import sys
 
     from job.spark.saved import from_args
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     only = parse_partitions(args.partitions)

@@ -434,7 +434,8 @@ def start(
     spark.conf.set("spark.sql.shuffle.partitions", str(cfg.state_partitions))
     # read when a batch writes the sink (the query's session keeps what was set at its start)
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", str(cfg.sink_writers))
-    # (sandbox/cds_warmup.py mirrors this provider and operator; change both, and bump sandbox.cds._FORMAT)
+    # (sandbox/jvm/class_data_warmup.py mirrors this provider and operator; change both, and bump
+    # sandbox.jvm.class_data_sharing._FORMAT)
     spark.conf.set(
         "spark.sql.streaming.stateStore.providerClass",
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",

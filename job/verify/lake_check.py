@@ -32,7 +32,7 @@ _log_start: dict[Path, int] = {}  # the driver log's size when the verifier's JV
 def verifier_session(settings):
     """The verifier's Spark session (:data:`VERIFY_SPARK`), its driver's heap
     ``settings.verify_driver_memory``."""
-    from sandbox.spark import driver_log, spark_conf, spark_session
+    from sandbox.jvm.spark_session import driver_log, spark_conf, spark_session
 
     java = f"{spark_conf(settings)['spark.driver.extraJavaOptions']} {EXIT_ON_OOM}"
     extra = {**VERIFY_SPARK, "spark.driver.memory": settings.verify_driver_memory, "spark.driver.extraJavaOptions": java}
@@ -58,7 +58,7 @@ def fatal_errors(settings):
 def _resource_error(settings, exc: BaseException):
     from pyspark import SparkContext
 
-    from sandbox.spark import driver_log
+    from sandbox.jvm.spark_session import driver_log
 
     text = str(exc)
     memory = settings.verify_driver_memory
@@ -138,7 +138,7 @@ def check_lake(settings, lake_root: str) -> None:
     fix = "pass the --output the job ran with (its first line says where it writes)"
     folders = (lake_layout.SINK_DIR, lake_layout.OLD_SINK_DIR)
     if lake_root.startswith(("s3a://", "s3://")):
-        from sandbox.health import s3_client
+        from sandbox.checks.health import s3_client
 
         bucket, _, key = lake_root.split("://", 1)[1].partition("/")
         found = []
@@ -160,7 +160,7 @@ def check_lake(settings, lake_root: str) -> None:
 
 def verify_lake(settings, *, ledger: str | Sequence[str], lake: str, policy: str, spark=None, preflight: bool = False,
                 deleted=()):  # fmt: skip
-    """The report of :func:`job.verify.verifier.check` for the ledger at ``ledger`` (or the
+    """The report of :func:`job.verify.compare.check` for the ledger at ``ledger`` (or the
     ledgers, one per producer run, when several runs fed one job) and the lake
     root ``lake`` (``deleted``: the offset ranges Kafka deleted before the job read them), judged
     inside Spark on groups of whole sessions (:mod:`job.verify.spark_check`): the driver's memory
@@ -178,7 +178,7 @@ def verify_lake(settings, *, ledger: str | Sequence[str], lake: str, policy: str
     ledgers = [ledger] if isinstance(ledger, str) else list(ledger)
     local = [ledger_parts(one) for one in ledgers if not one.startswith(("s3a://", "s3://"))]
     if preflight:
-        from sandbox.health import require
+        from sandbox.checks.health import require
 
         require(settings, "minio")
         check_lake(settings, lake)

@@ -1,9 +1,9 @@
-"""The verifier at a fleet's scale: :func:`job.verify.verifier.judge_part` run inside Spark on
+"""The verifier at a fleet's scale: :func:`job.verify.compare.judge_part` run inside Spark on
 groups of whole sessions, and only what it finds comes back to the driver.
 
 The ledger and the lake's outputs are grouped by a hash of the session into :data:`BUCKETS`
 groups (a cogroup: one shuffle of each); each group is judged in a Python worker by the same
-rules the pure :func:`~job.verify.verifier.check` applies, so the two cannot drift. The driver collects one row per finding, one count row per
+rules the pure :func:`~job.verify.compare.check` applies, so the two cannot drift. The driver collects one row per finding, one count row per
 group and the sessions the ledger does not know: its memory grows with the anomalies and the
 sessions, not with the lake's rows (a fleet's lake of a million row changes came back as a few
 thousand rows; docs/verifier.md has the measurements).
@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 
 from job.engine.session import Policy, check_policy
 from job.spark import lake
-from job.verify import verifier
-from job.verify.verifier import DeletedRange, Finding, Part, Report
+from job.verify import compare
+from job.verify.compare import DeletedRange, Finding, Part, Report
 
 __all__ = ["OUTPUTS", "check_frames", "ledger_dataframe"]
 
@@ -57,7 +57,7 @@ def ledger_dataframe(spark, files: Sequence[str]):
 
 
 def check_frames(spark, ledger_df, outputs_df, *, policy: Policy, deleted: Sequence[DeletedRange] = ()) -> Report:
-    """:func:`job.verify.verifier.check`'s report for a ledger and a lake given as Spark
+    """:func:`job.verify.compare.check`'s report for a ledger and a lake given as Spark
     DataFrames: ``ledger_df`` with the ledger's columns, ``outputs_df`` the file sink's union
     frame (its ``output`` column says which output a row belongs to; other outputs are ignored)."""
     check_policy(policy)
@@ -80,12 +80,12 @@ def _strict_stop(ledger_df, deleted: tuple[DeletedRange, ...]):
 
     def candidates(table: pa.Table) -> pa.Table:
         ledger = _ledger(table)
-        found = verifier.strict_candidates(verifier.expected_for(ledger, deleted))
+        found = compare.strict_candidates(compare.expected_for(ledger, deleted))
         names = ("send_index", "fault", "session")
         return pa.table({n: [c[i] for c in found] for i, n in enumerate(names)}, schema=_stop_schema())
 
     first = ledger_df.groupBy(_bucket()).applyInArrow(candidates, _STOP_DDL).orderBy("send_index", "fault", "session").first()
-    return None if first is None else verifier.strict_stop([(first.send_index, first.fault, first.session)])
+    return None if first is None else compare.strict_stop([(first.send_index, first.fault, first.session)])
 
 
 def _bucket():
@@ -101,7 +101,7 @@ def _stop_schema() -> pa.Schema:
 def _judge_group(policy: Policy, deleted: tuple[DeletedRange, ...], stop):
     def judge(ledger_table: pa.Table, lake_table: pa.Table) -> pa.Table:
         frames = {name: _output(lake_table, name) for name in OUTPUTS}
-        part = verifier.judge_part(_ledger(ledger_table), frames["rows"], frames["quarantine"], frames["sessions"],
+        part = compare.judge_part(_ledger(ledger_table), frames["rows"], frames["quarantine"], frames["sessions"],
                                    policy=policy, deleted=deleted, stop=stop)  # fmt: skip
         return _part_table(part)
 
@@ -154,4 +154,4 @@ def _report(policy: Policy, rows: list) -> Report:
         sessions=sessions,
         foreign=frozenset(r.session for r in rows if r.what == "foreign"),
     )
-    return verifier.report(policy, part)
+    return compare.report(policy, part)

@@ -1,5 +1,5 @@
 """The compose lane: the stack users get from ``docker compose up``, driven by the project's own
-compose backend (``sandbox.compose.ComposeBackend``), the one code path ``python -m sandbox``,
+compose backend (``sandbox.services.compose.ComposeBackend``), the one code path ``python -m sandbox``,
 ``make demo`` and these tests share. (testcontainers' DockerCompose would be a second way to run
 the same file, with its own waiting and port logic, so the lane would not test what users run.)
 
@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
 def why_no_compose() -> str | None:
     """The reason the lane cannot run here, with the fix; None when it can."""
     from sandbox import versions
-    from sandbox.compose import compose_unavailable
+    from sandbox.services.compose import compose_unavailable
 
     reason = compose_unavailable()
     if reason is not None:
@@ -61,7 +61,7 @@ def compose_settings() -> Settings:
 @pytest.fixture(scope="session")
 def stack(compose_settings):
     """The compose stack, up and healthy (built first; Docker's cache makes later builds quick)."""
-    from sandbox.compose import LEARNER_VOLUME, ComposeBackend
+    from sandbox.services.compose import LEARNER_VOLUME, ComposeBackend
 
     sb = ComposeBackend(compose_settings)
     # The lane starts from a fresh learner's working copy (docker/jupyter_start.py fills it from

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.backend import ServiceState
-from sandbox.compose import COMPOSE_SERVICES, LEARNER_VOLUME, _parse_ps
-from sandbox.health import s3_client
+from sandbox.checks.health import s3_client
+from sandbox.services.backend import ServiceState
+from sandbox.services.compose import COMPOSE_SERVICES, LEARNER_VOLUME, _parse_ps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def _docker_health(stack) -> dict[str, str]:
     """Each service's Docker healthcheck verdict, once Docker has one for all of them. `up`
     returns when the services' own checks pass, which can be before Docker's first healthcheck
     (every 5 s): wait for that event, 30 s at most, instead of reading "starting"."""
-    from sandbox.health import wait_for
+    from sandbox.checks.health import wait_for
 
     def verdicts() -> dict[str, str] | None:
         ps = _ps(stack)
@@ -80,7 +80,7 @@ def test_testcontainers_reads_the_same_stack_as_an_independent_client(stack, mon
     which a plain ``docker compose up --build`` (DockerCompose.start) does not."""
     from testcontainers.compose import DockerCompose
 
-    from sandbox.compose import compose_environment
+    from sandbox.services.compose import compose_environment
 
     for key, value in compose_environment(stack.settings).items():
         monkeypatch.setenv(key, str(value))
@@ -147,7 +147,7 @@ def nbval_in_jupyter(stack):
 
 # The tour (a worker killed and restarted), the producers, and the environmental failures (worker,
 # broker, store, master and driver broken while the job runs): the faults go through the stack's
-# fault service (sandbox/fault_service.py), as in JupyterLab. Chapter 10 is run by hand on compose
+# fault service (sandbox/services/fault_service.py), as in JupyterLab. Chapter 10 is run by hand on compose
 # (its figures are in the closing note of the stop that added the fault service), not in this lane.
 @pytest.mark.parametrize("chapter", ["00-tour", "01-snapshot-update-producers", "04-environmental-failures"])
 def test_a_workbook_chapter_passes_nbval_inside_jupyter(nbval_in_jupyter, chapter):

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sandbox.compose import compose_environment
+from sandbox.services.compose import compose_environment
 from sandbox.settings import Ports, Settings
 
 ROOT = Path(__file__).resolve().parents[2]

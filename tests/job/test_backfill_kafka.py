@@ -14,7 +14,7 @@ from job.ops import backfill as bf
 from job.spark import lake, pipeline
 from job.spark.config import job_config
 from job.verify.lake_check import verify_archive, verify_lake
-from producers.run import new_run_id
+from producers.runner import new_run_id
 from tests import kafka_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -9,7 +9,7 @@ import pytest
 from job.cli import main
 from job.ops.backfill import BackfillError, TimeRange, _replay_session, keep_first_source, parse_time, resolve_range
 from job.verify.archive_check import check_archive
-from job.verify.verifier import check
+from job.verify.compare import check
 from producers.contract import encode
 from tests.job.test_verify_check import BASE, TOPIC, ledger
 from tests.streams import SID

@@ -13,9 +13,9 @@ import pytest
 
 from job.baseline import BaselineConfig, end_offsets, run_baseline
 from job.engine.errors import IntegrityError
-from job.verify.verifier import check
+from job.verify.compare import check
 from producers.ledger import read_ledger
-from producers.run import Runner
+from producers.runner import Runner
 from tests.kafka_runs import produce, run_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

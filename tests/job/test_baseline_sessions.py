@@ -12,7 +12,7 @@ import pytest
 from job.baseline import BaselineConfig, BaselineResult, Sessions
 from job.engine.errors import ConfigError, IntegrityError
 from job.engine.session import Record
-from job.verify.verifier import check
+from job.verify.compare import check
 from producers.contract import Message, encode
 
 

@@ -104,7 +104,7 @@ def test_state_partitions_through_conf_are_refused_before_anything_starts_and_na
 
 def test_kafka_deleted_ranges_round_trip_and_a_bad_file_is_named_with_the_fix(tmp_path):
     from job.engine.errors import UsageError
-    from job.verify.verifier import DeletedRange, load_deleted, save_deleted
+    from job.verify.compare import DeletedRange, load_deleted, save_deleted
 
     ranges = [DeletedRange(topic="t", partition=1, start=812, end=2075)]
     assert load_deleted(save_deleted(ranges, tmp_path / "deleted.json")) == ranges

@@ -18,7 +18,7 @@ from job.ops.dataloss import (
     unread_deleted,
 )
 from job.spark.errors import query_error
-from job.verify.verifier import check, output_frames
+from job.verify.compare import check, output_frames
 from tests.job.test_verify_check import BASE, TOPIC, arrivals, ledger
 
 T = "nb07-x-site-0"

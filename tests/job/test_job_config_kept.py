@@ -18,8 +18,8 @@ from job.spark.checkpoints import kept_state_partitions, log_state, read_offsets
 from job.spark.config import JobConfig
 from job.spark.lake import sink_log_batches
 from job.verify.lake_check import verify_lake
-from producers.run import RunConfig, Runner, new_run_id
-from sandbox.health import wait_for
+from producers.runner import RunConfig, Runner, new_run_id
+from sandbox.checks.health import wait_for
 from tests import kafka_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

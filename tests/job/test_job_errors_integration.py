@@ -16,8 +16,8 @@ from job.cli import INTERRUPTED
 from job.engine.errors import DrainTimeoutError, QueryFailedError
 from job.spark import pipeline
 from job.spark.config import job_config
-from producers.run import new_run_id
-from sandbox.health import wait_for
+from producers.runner import new_run_id
+from sandbox.checks.health import wait_for
 from tests import kafka_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

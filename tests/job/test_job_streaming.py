@@ -9,8 +9,8 @@ import pytest
 from job.spark import lake, pipeline
 from job.spark.config import job_config
 from job.verify.lake_check import verify_lake
-from producers.run import new_run_id
-from sandbox.health import wait_for
+from producers.runner import new_run_id
+from sandbox.checks.health import wait_for
 from tests import kafka_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -76,7 +76,7 @@ def test_policy_output_is_verified_against_the_ledger(policy, operator, input_ta
     rows = lake.read_output(spark, cfg.sink_path, "rows")
     assert rows.count() > 0
     # what Spark writes through FileContext (the logs, the state changelogs and snapshots) goes
-    # through the raw local file system (sandbox/spark.py): no .crc beside it. RocksDB copies its
+    # through the raw local file system (sandbox/jvm/spark_session.py): no .crc beside it. RocksDB copies its
     # SST files with Hadoop's FileSystem API, which keeps its checksums (SSTs/.*.sst.crc).
     written = [p.relative_to(cfg.checkpoint).as_posix() for p in cfg.checkpoint.rglob("*") if p.is_file()]
     assert any("/commits/" in f"/{f}" for f in written) and any(f.endswith(".changelog") for f in written), written

@@ -1,6 +1,6 @@
 """The executors keep their Kafka consumers between batches: Spark's pool holds 64 by default
 and past that closes the oldest idle one on every borrow, so a fleet's 150 partitions built new
-consumers each batch (``spark.kafka.consumer.cache.capacity`` in ``sandbox.spark.spark_conf``)."""
+consumers each batch (``spark.kafka.consumer.cache.capacity`` in ``sandbox.jvm.spark_session.spark_conf``)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from job.ops.package import build
+from job.ops.submit_bundle import build
 from job.verify.lake_check import verify_lake
 from tests import kafka_runs
 
@@ -39,7 +39,10 @@ def test_package_writes_a_zip_of_the_three_packages_a_driver_and_the_sandbox_s_c
     import zipfile
 
     names = zipfile.ZipFile(pkg.zip).namelist()
-    assert {"job/cli.py", "producers/run.py", "sandbox/settings.py"} <= set(names)
+    assert {"job/cli.py", "producers/runner.py", "sandbox/settings.py"} <= set(names)
+    # the sandbox's rooms, and the Java sources the driver compiles its checkpoint file manager from
+    assert {"sandbox/jvm/spark_session.py", "sandbox/jvm/java/osl/FastCheckpointFileManager.java"} <= set(names)
+    assert not [n for n in names if n.startswith("book/")]  # the site is no part of the job
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     conf = dict(line.split(" ", 1) for line in pkg.properties.read_text().splitlines() if not line.startswith("#"))
     assert conf["spark.master"] == sandbox.settings.endpoints().spark_master

@@ -1,5 +1,5 @@
 """The executors talk to their Python workers over a Unix domain socket
-(``spark.python.unix.domain.socket.enabled`` in ``sandbox.spark.spark_conf``): over loopback
+(``spark.python.unix.domain.socket.enabled`` in ``sandbox.jvm.spark_session.spark_conf``): over loopback
 TCP, which Spark opens without TCP_NODELAY, each Python call of a task could stall on a
 delayed acknowledgement, and the stateful operator makes two calls per task and batch."""
 

@@ -11,9 +11,9 @@ import pytest
 from job.engine.errors import LakeError
 from job.spark import lake, pipeline
 from job.spark.config import job_config
-from job.spark.driver_api import last_stage_tasks
+from job.spark.driver_rest import last_stage_tasks
 from job.verify.lake_check import verify_archive
-from producers.run import new_run_id
+from producers.runner import new_run_id
 from tests import kafka_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

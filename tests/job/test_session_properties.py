@@ -2,7 +2,7 @@
 
 Streams come from the producers' own session driver and fault registry, with a ledger
 built beside them exactly as the runner would write it (plus random delivery failures),
-so the oracle is ``producers.expected``: under ``resync``, ``window`` and ``none`` the
+so the oracle is ``producers.expected_output``: under ``resync``, ``window`` and ``none`` the
 table must be the intended one outside the declared loss windows; under ``strict`` the
 first fault must raise, at the right record.
 """
@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from job.engine.errors import IntegrityError
 from job.engine.session import Record, SessionState, Step, flush, rebuild, step
-from job.verify.verifier import check, output_frames
+from job.verify.compare import check, output_frames
 from producers.contract import ContractError, Kind, decode
-from producers.expected import expected_sessions
+from producers.expected_output import expected_sessions
 from producers.faults import parse_fault
 from producers.ledger import LedgerEntry, ledger_frame
 from producers.sessions import SessionDriver, SessionPlan

@@ -18,7 +18,7 @@ import pytest
 
 from job.engine.errors import ConfigError, IntegrityError, UsageError
 from job.engine.session import QuarantineRecord, Record, RowChange, SessionStatus, step
-from job.verify.verifier import Report, check, output_frames
+from job.verify.compare import Report, check, output_frames
 from producers.contract import Message, encode
 from producers.ledger import ledger_frame
 from tests.streams import base_session, ledger_entry, message, r
@@ -434,7 +434,7 @@ def test_sessions_judged_apart_give_the_report_of_the_whole(policy: str) -> None
     Kafka loses everything), and a third session of the outputs is unknown to the ledger: judged one
     session at a time with the stop found over the whole ledger first, the report is the one
     ``check`` gives on everything at once."""
-    from job.verify.verifier import expected_for, judge_part, report, strict_candidates, strict_stop
+    from job.verify.compare import expected_for, judge_part, report, strict_candidates, strict_stop
 
     other = "fleet-2-s0001"
     df = ledger(*with_fault(2, "drop"), *base_session(lambda *a, **k: msg(*a, session=other, **k)))

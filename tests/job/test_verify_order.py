@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from job.verify.verifier import _out_of_line
+from job.verify.compare import _out_of_line
 from producers.contract import Message, encode
 from producers.faults import ClockSkew, Reorder
 from tests.job.test_verify_check import BASE, SID, bad, ledger, outputs, verify

@@ -15,9 +15,9 @@ import pytest
 from job.drills.integrity import every_fault
 from job.spark import pipeline
 from job.spark.config import job_config
+from job.verify.compare import DeletedRange, check
 from job.verify.lake_check import lake_frames, load_ledger, verify_lake
-from job.verify.verifier import DeletedRange, check
-from producers.run import RunConfig, Runner, new_run_id
+from producers.runner import RunConfig, Runner, new_run_id
 from tests import kafka_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -27,7 +27,7 @@ from job.ops.watch import (
 )
 from job.ops.watch.events import EventLog, batch_from_progress, event_from_dict, event_to_dict
 from job.ops.watch.rules import Alert, BatchCompleted, LagSample, QueryStarted, QueryTerminated
-from sandbox.health import wait_for
+from sandbox.checks.health import wait_for
 
 ALERT = Alert(kind=AlertKind.LAG, query="q", at=1_700_000_000.0, figures={"lag_records": 1234}, message="1234 records behind")
 

@@ -17,9 +17,9 @@ import pytest
 from job.ops.watch import JsonLinesChannel, Thresholds, WebhookChannel, kafka_high_watermarks, watch_spark
 from job.spark import pipeline
 from job.spark.config import job_config
-from producers.run import Runner, new_run_id
+from producers.runner import Runner, new_run_id
 from sandbox import paused
-from sandbox.health import wait_for
+from sandbox.checks.health import wait_for
 from tests import kafka_runs
 from tests.job.test_watch_channels import http_endpoint
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from producers.contract import Message, encode
-from producers.expected import expected_sessions, loss_windows
+from producers.expected_output import expected_sessions, loss_windows
 from producers.faults import Anomaly, parse_fault
 from producers.ledger import ledger_frame
 from producers.sessions import SessionDriver, SessionPlan

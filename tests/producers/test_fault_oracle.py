@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from producers.expected import CLEAN_FAULTS, DELIVERY_ALLOWED
+from producers.expected_output import CLEAN_FAULTS, DELIVERY_ALLOWED
 from producers.faults import BAD_RECORD, CLEAN_SNAPSHOT, FAULT_NAMES, FAULTS, STRICT_STOPPING
 
 #: A bad record (the contract rejects it): set aside, its session broken to the next snapshot.

@@ -413,7 +413,7 @@ def test_with_every_fault_each_intended_message_appears_once_plus_duplicate_copi
 # -- one home for the fault names -----------------------------------------------------------
 
 _ROOT = Path(__file__).resolve().parents[2]
-_SCANNED = ("producers", "job", "sandbox", "bench", "demo.py", "notebooks")
+_SCANNED = ("producers", "job", "sandbox", "book", "bench", "demo.py", "notebooks")
 # A literal that is also a word of another closed vocabulary, in the module that owns it:
 # the session core's quarantine reason "duplicate" is not the fault.
 _OTHER_VOCABULARY = {"job/engine/session.py": {"duplicate"}}
@@ -451,7 +451,7 @@ def _sources() -> list[tuple[str, str]]:
 
 def test_no_module_outside_the_registry_names_a_fault_by_a_string() -> None:
     sources = _sources()
-    assert any(name == "producers/expected.py" for name, _ in sources)  # the scan sees the tree
+    assert any(name == "producers/expected_output.py" for name, _ in sources)  # the scan sees the tree
     assert any(name.endswith(".ipynb") for name, _ in sources)
     names = set(FAULT_NAMES)
     found = [

@@ -11,7 +11,7 @@ import pytest
 
 from producers.cli import _parser, main
 from producers.faults import FAULT_NAMES, parse_fault
-from producers.run import RunConfig, Runner
+from producers.runner import RunConfig, Runner
 
 ROOT = Path(__file__).resolve().parents[2]
 

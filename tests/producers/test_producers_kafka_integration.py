@@ -20,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from producers.contract import ContractError, decode
-from producers.expected import expected_sessions
+from producers.expected_output import expected_sessions
 from producers.kafka import TOPIC_MAX_MESSAGE_BYTES, end_offsets, ensure_topics, read_partition
 from producers.ledger import S3Target, read_ledger
 from tests.kafka_runs import produce

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from producers.errors import QueueFullError, RunConfigError
-from producers.expected import expected_sessions
+from producers.expected_output import expected_sessions
 from producers.faults import parse_fault
 from producers.ledger import read_ledger
-from producers.run import RunConfig, Runner
+from producers.runner import RunConfig, Runner
 
 FAULTS = tuple(
     parse_fault(s)

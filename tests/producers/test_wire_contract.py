@@ -251,7 +251,7 @@ def test_decoding_needs_no_heavy_imports_and_nothing_in_producers_imports_spark(
         "import sys, producers; producers.decode(producers.encode(producers.Message.end(site='s', session='s', seq=0,"
         " epoch=0, ts=0)));"
         "light = [m for m in ('pandas', 'pyarrow', 'confluent_kafka', 'faker') if m in sys.modules];"
-        "import producers.cli, producers.run, producers.expected, producers.kafka, producers.ledger;"
+        "import producers.cli, producers.runner, producers.expected_output, producers.kafka, producers.ledger;"
         "print(light, 'pyspark' in sys.modules)"
     )
     root = Path(__file__).resolve().parents[2]

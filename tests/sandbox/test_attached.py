@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from sandbox import open_sandbox
-from sandbox.attached import AttachedSandbox, HostOnlyActionError
-from sandbox.backend import Sandbox
 from sandbox.errors import UnknownServiceError
+from sandbox.services.backend import Sandbox
+from sandbox.services.inside_compose import AttachedSandbox, HostOnlyActionError
 from sandbox.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Both backends satisfy the one :class:`sandbox.backend.Sandbox` protocol, signature for
+"""Both backends satisfy the one :class:`sandbox.services.backend.Sandbox` protocol, signature for
 signature, so that chapters, tests and the CLI can drive either without knowing which."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.backend import Sandbox
-from sandbox.compose import ComposeBackend
-from sandbox.local import LocalBackend
+from sandbox.services.backend import Sandbox
+from sandbox.services.compose import ComposeBackend
+from sandbox.services.local import LocalBackend
 from sandbox.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.book import read_chapter
+from book.site import read_chapter
 from tests.browser import image_sizes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def test_an_unrecorded_chapter_is_failed_not_blank(tmp_path):
 
 def test_the_book_refuses_a_folder_without_chapters_and_says_where_to_run_it(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "sandbox.book", "--notebooks", str(tmp_path), "--out", str(tmp_path / "b")],
+        [sys.executable, "-m", "book", "--notebooks", str(tmp_path), "--out", str(tmp_path / "b")],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -84,7 +84,7 @@ def test_the_built_book_shows_each_chapter_s_title_time_and_verdict_as_written(t
     (tmp_path / "README.md").write_text("# The lab\n")
     out = tmp_path / "book"
     run = subprocess.run(
-        [sys.executable, "-m", "sandbox.book", "--root", str(tmp_path), "--notebooks", str(nbs), "--out", str(out)],
+        [sys.executable, "-m", "book", "--root", str(tmp_path), "--notebooks", str(nbs), "--out", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -128,7 +128,7 @@ def _checkout(root: Path, files: dict[str, str]) -> Path:
 
 def _build(root: Path, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sandbox.book", "--root", str(root), "--out", str(out)],
+        [sys.executable, "-m", "book", "--root", str(root), "--out", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -270,9 +270,9 @@ def _verdict_matches(shown: str, expected: str | re.Pattern[str]) -> bool:
 
 @pytest.fixture(scope="module")
 def book(tmp_path_factory) -> Path:
-    """`python -m sandbox.book` (what `make book` runs) over the recorded workbook."""
+    """`python -m book` (what `make book` runs) over the recorded workbook."""
     out = tmp_path_factory.mktemp("book")
-    run = subprocess.run([sys.executable, "-m", "sandbox.book", "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run([sys.executable, "-m", "book", "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, f"make book failed:\n{run.stdout}\n{run.stderr}"
     return out
 

@@ -1,5 +1,5 @@
-"""Class-data sharing (sandbox/cds.py): the archives exist after ``up`` and a new application's
-JVMs really map them; where they cannot apply, nothing is passed."""
+"""Class-data sharing (sandbox/jvm/class_data_sharing.py): the archives exist after ``up`` and a
+new application's JVMs really map them; where they cannot apply, nothing is passed."""
 
 from __future__ import annotations
 
@@ -8,22 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import cds
 from sandbox.errors import SandboxError
-from sandbox.spark import _check_same_conf, spark_conf
+from sandbox.jvm import class_data_sharing
+from sandbox.jvm.spark_session import _check_same_conf, spark_conf
 
 
 def test_compose_and_the_off_switch_get_no_archive(tmp_path):
     from sandbox import Settings
 
     local = Settings(state_dir=tmp_path, cache_dir=tmp_path, backend="local")
-    assert cds.enabled(local)
-    assert not cds.enabled(dataclasses.replace(local, backend="compose"))
-    assert not cds.enabled(dataclasses.replace(local, driver_host="jupyter"))
-    assert cds.java_options(dataclasses.replace(local, backend="compose")) == ("", "")
-    assert not cds.enabled(dataclasses.replace(local, cds=False))
+    assert class_data_sharing.enabled(local)
+    assert not class_data_sharing.enabled(dataclasses.replace(local, backend="compose"))
+    assert not class_data_sharing.enabled(dataclasses.replace(local, driver_host="jupyter"))
+    assert class_data_sharing.java_options(dataclasses.replace(local, backend="compose")) == ("", "")
+    assert not class_data_sharing.enabled(dataclasses.replace(local, cds=False))
     assert Settings.from_env({"OSL_STATE_DIR": str(tmp_path)}).cds
-    assert not cds.enabled(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), "OSL_CDS": "0"}))
+    assert not class_data_sharing.enabled(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), "OSL_CDS": "0"}))
 
 
 def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path, monkeypatch):
@@ -35,12 +35,12 @@ def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path, monkeyp
 
     jar = tmp_path / "spark-core.jar"
     jar.write_bytes(b"classes")
-    monkeypatch.setattr(cds, "classpath_jars", lambda _settings: [jar])
+    monkeypatch.setattr(class_data_sharing, "classpath_jars", lambda _settings: [jar])
     settings = Settings(state_dir=tmp_path, cache_dir=tmp_path, backend="local")
-    first = cds.archives(settings)
-    assert cds.archives(settings) == first, "the same jars must name the same archive"
+    first = class_data_sharing.archives(settings)
+    assert class_data_sharing.archives(settings) == first, "the same jars must name the same archive"
     os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
-    assert cds.archives(settings) != first, "a jar written again must name a new archive"
+    assert class_data_sharing.archives(settings) != first, "a jar written again must name a new archive"
 
 
 def test_every_sandbox_on_a_cache_gives_its_executors_one_classpath_and_one_archive(tmp_path, monkeypatch):
@@ -48,22 +48,22 @@ def test_every_sandbox_on_a_cache_gives_its_executors_one_classpath_and_one_arch
     refuses an archive recorded with another classpath: with a conf folder per sandbox, the
     archive the bench's sandbox recorded was refused by the test sandbox's executors."""
     from sandbox import Settings
-    from sandbox.local_services import Layout, service_spec
+    from sandbox.services.local_processes import Layout, service_spec
 
     jar = tmp_path / "spark-core.jar"
     jar.write_bytes(b"classes")
-    monkeypatch.setattr(cds, "classpath_jars", lambda _settings: [jar])
+    monkeypatch.setattr(class_data_sharing, "classpath_jars", lambda _settings: [jar])
     bench = Settings(state_dir=tmp_path / ".sandbox-bench", cache_dir=tmp_path / "cache", backend="local")
     tests = dataclasses.replace(bench, state_dir=tmp_path / ".sandbox-test")
     conf_dirs = {service_spec(s, Layout(s.state_dir), "spark-worker-1", {}).env["SPARK_CONF_DIR"] for s in (bench, tests)}
     assert len(conf_dirs) == 1, f"the executors' classpaths differ by sandbox: {sorted(conf_dirs)}"
-    assert cds.archives(bench) == cds.archives(tests)
+    assert class_data_sharing.archives(bench) == class_data_sharing.archives(tests)
 
 
 def test_sessions_that_differ_only_in_the_archive_are_alike():
     flag = "-XX:SharedArchiveFile=/c/driver.jsa -Xshare:auto"
     log = "-Dlog4j2.configurationFile=file:/s/driver-log4j2.properties"
-    assert cds.without_archive(f"{log} {flag}") == log
+    assert class_data_sharing.without_archive(f"{log} {flag}") == log
     # a session started before the archive existed is reused by a call that now names it
     _check_same_conf(
         {"spark.driver.extraJavaOptions": f"{log} --add-opens=x"}, {"spark.driver.extraJavaOptions": f"{log} {flag}"}
@@ -85,10 +85,10 @@ def test_a_new_application_maps_both_archives(sandbox, spark):
     driver and executors were started with it: each JVM has the file mapped in memory (a
     classpath mismatch would make the JVM drop it with a warning, and this fails)."""
     settings = sandbox.settings
-    home = cds.java_home(settings)
+    home = class_data_sharing.java_home(settings)
     if not home or not (home / "bin" / "jcmd").exists():
         pytest.skip(f"no jcmd in {home}: a JRE cannot record class-data archives (.ci/run installs a JDK)")
-    found = cds.archives(settings)
+    found = class_data_sharing.archives(settings)
     assert found.exist(), f"no class-data archive in {found.driver.parent} after up (see logs/cds-warmup.log)"
     conf = spark_conf(settings)
     assert str(found.executor) in conf["spark.executor.extraJavaOptions"]
@@ -96,7 +96,7 @@ def test_a_new_application_maps_both_archives(sandbox, spark):
     assert str(found.driver) in _maps(driver_pid), f"the driver JVM {driver_pid} did not map {found.driver}"
     app = spark.sparkContext.applicationId
     spark.range(4).repartition(2).count()  # executors are up
-    executors = cds.executor_pids(app)
+    executors = class_data_sharing.executor_pids(app)
     assert executors, f"no executor process of {app}"
     for pid in executors:
         assert str(found.executor) in _maps(pid), f"executor JVM {pid} of {app} did not map {found.executor}"
@@ -108,5 +108,5 @@ def test_without_jcmd_up_says_so_and_goes_on(tmp_path):
     (tmp_path / "jre" / "bin").mkdir(parents=True)
     said: list[str] = []
     settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", java_home=tmp_path / "jre")
-    assert cds.ensure(settings, progress=said.append) is False
+    assert class_data_sharing.ensure(settings, progress=said.append) is False
     assert said and "no jcmd in" in said[0] and "openjdk-17-jdk-headless" in said[0], said

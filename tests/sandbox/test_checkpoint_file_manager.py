@@ -1,4 +1,4 @@
-"""The project's checkpoint file manager (sandbox/java/osl/FastCheckpointFileManager.java),
+"""The project's checkpoint file manager (sandbox/jvm/java/osl/FastCheckpointFileManager.java),
 driven through the driver's JVM on the real cluster session: Spark must pick it for both the
 local checkpoint and the sink log on MinIO, and it must keep the contract Spark relies on —
 a file appears whole or not at all, never replaces one it may not, and a cancelled write

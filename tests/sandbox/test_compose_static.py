@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandbox import compose as compose_mod
-from sandbox import health
-from sandbox.backend import CORE_SERVICES, ServiceState
-from sandbox.compose import (
+from sandbox.checks import health
+from sandbox.errors import NotRunningError, PortBusyError, SandboxError, ServiceStartError, UnknownServiceError
+from sandbox.services import compose as compose_mod
+from sandbox.services.backend import CORE_SERVICES, ServiceState
+from sandbox.services.compose import (
     ComposeBackend,
     ComposeCommandError,
     ComposePluginMissingError,
@@ -33,7 +34,6 @@ from sandbox.compose import (
     compose_environment,
     docker_engine_answers,
 )
-from sandbox.errors import NotRunningError, PortBusyError, SandboxError, ServiceStartError, UnknownServiceError
 from sandbox.settings import Ports, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,7 @@ def test_only_the_fault_service_holds_the_docker_socket_and_it_publishes_no_port
     assert holders == {"faults"}
     faults = services["faults"]
     assert "ports" not in faults and "network_mode" not in faults
-    assert faults["command"][:3] == ["python", "-m", "sandbox.fault_service"]
+    assert faults["command"][:3] == ["python", "-m", "sandbox.services.fault_service"]
     # the notebooks find it by name on the stack's network
     assert services["jupyter"]["environment"]["OSL_FAULTS_URL"] == f"http://{compose_mod.FAULTS_ADDRESS}"
 
@@ -87,7 +87,7 @@ def test_named_volumes_hold_kafka_minio_and_checkpoints_on_every_spark_node():
 
 
 def test_compose_workers_clean_up_ended_applications_like_local_ones():
-    from sandbox.local_services import SPARK_WORKER_OPTS
+    from sandbox.services.local_processes import SPARK_WORKER_OPTS
 
     services = _compose()["services"]
     for name in ("spark-worker-1", "spark-worker-2"):
@@ -95,7 +95,7 @@ def test_compose_workers_clean_up_ended_applications_like_local_ones():
 
 
 def test_compose_spark_daemons_run_with_the_local_ones_jvm_options():
-    from sandbox.local_services import SPARK_DAEMON_JAVA_OPTS
+    from sandbox.services.local_processes import SPARK_DAEMON_JAVA_OPTS
 
     services = _compose()["services"]
     for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
@@ -109,26 +109,26 @@ def test_compose_workers_start_once_the_master_is_alive():
 
 
 def test_compose_master_recovers_its_applications_like_the_local_one():
-    from sandbox.local_services import spark_master_opts
+    from sandbox.services.local_processes import spark_master_opts
 
     # in the container's own filesystem: it survives a kill and restart, not a `compose down`
     assert _compose()["services"]["spark-master"]["environment"]["SPARK_MASTER_OPTS"] == spark_master_opts("/tmp/spark-recovery")
 
 
 def test_compose_kafka_ends_a_killed_broker_s_session_like_the_local_one(tmp_path):
-    from sandbox import local_services
+    from sandbox.services import local_processes
 
     env = _compose()["services"]["kafka"]["environment"]
-    session_ms = local_services.KAFKA_SESSION_TIMEOUT_MS
+    session_ms = local_processes.KAFKA_SESSION_TIMEOUT_MS
     assert int(env["KAFKA_BROKER_SESSION_TIMEOUT_MS"]) == session_ms
     # Kafka wants a heartbeat at least twice per session (KAFKA-19432)
     assert 2 * int(env["KAFKA_BROKER_HEARTBEAT_INTERVAL_MS"]) <= session_ms
     assert session_ms < 9000, "shorter than Kafka's default, or a killed broker waits 9 s to register again"
     # the local broker's properties say the same (storage marked formatted: no jars needed)
-    layout = local_services.Layout(tmp_path / "state")
+    layout = local_processes.Layout(tmp_path / "state")
     (layout.data_dir("kafka") / "logs").mkdir(parents=True)
     (layout.data_dir("kafka") / "logs" / "meta.properties").write_text("")
-    local_services.prepare(make_settings(tmp_path), layout, "kafka", {}, progress=lambda _line: None)
+    local_processes.prepare(make_settings(tmp_path), layout, "kafka", {}, progress=lambda _line: None)
     props = dict(line.split("=", 1) for line in (layout.config_dir / "kafka.properties").read_text().splitlines() if line)
     assert int(props["broker.session.timeout.ms"]) == session_ms
     assert 2 * int(props["broker.heartbeat.interval.ms"]) <= session_ms

@@ -13,7 +13,7 @@ import pytest
 
 from sandbox import artifacts
 from sandbox.errors import ArtifactFetchError, PortBusyError, ServiceStartError, ToolMissingError
-from sandbox.local import SANDBOX_MARK, LocalBackend, sandbox_processes
+from sandbox.services.local import SANDBOX_MARK, LocalBackend, sandbox_processes
 from sandbox.settings import Ports, Settings
 from tests.ports import free_port_offset
 
@@ -117,7 +117,7 @@ def test_down_sweeps_a_leftover_the_sandbox_started(tmp_path):
 
 
 def test_smoke_reports_every_failed_proof_instead_of_an_empty_list(tmp_path, monkeypatch):
-    from sandbox import smoke
+    from sandbox.checks import smoke
 
     def broken(*_a, **_k):
         raise ConnectionRefusedError("connection refused")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import cds
+from sandbox.jvm import class_data_sharing
 
 
 def _thread_names(pid: int) -> list[str]:
@@ -26,7 +26,7 @@ def test_the_executors_collect_garbage_without_g1s_concurrent_threads(spark):
     and "G1 Service" threads from its start, the parallel collector has only "GC Thread#N"."""
     app = spark.sparkContext.applicationId
     spark.range(4).repartition(2).count()  # executors are up
-    executors = cds.executor_pids(app)
+    executors = class_data_sharing.executor_pids(app)
     assert executors, f"no executor process of {app} on this machine"
     for pid in executors:
         names = _thread_names(pid)

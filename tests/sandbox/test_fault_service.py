@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sandbox import fault_service
-from sandbox.attached import AttachedSandbox, FaultServiceError, HostOnlyActionError
-from sandbox.backend import CORE_SERVICES
+from sandbox.services import fault_service
+from sandbox.services.backend import CORE_SERVICES
+from sandbox.services.inside_compose import AttachedSandbox, FaultServiceError, HostOnlyActionError
 from sandbox.settings import Settings
 
 PROJECT = "ordered-stream-lab"

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from sandbox.errors import AnotherSandboxRunningError
-from sandbox.local import LocalBackend, sandbox_processes
+from sandbox.services.local import LocalBackend, sandbox_processes
 from sandbox.settings import Ports
 from tests.ports import free_port_offset
 
@@ -48,7 +48,7 @@ def test_a_cold_up_starts_the_workers_once_the_master_is_alive(tmp_path, sandbox
     monkeypatch.setattr(backend, "_start", lambda name: events.append(f"start {name}"))
     monkeypatch.setattr(backend, "_wait_healthy", lambda name: events.append(f"healthy {name}"))
     monkeypatch.setattr(backend, "_register", lambda: None)
-    monkeypatch.setattr("sandbox.local.cds.ensure", lambda *_a, **_k: None)
+    monkeypatch.setattr("sandbox.services.local.class_data_sharing.ensure", lambda *_a, **_k: None)
     backend.up()
     first_worker = events.index("start spark-worker-1")
     assert events[:first_worker] == ["start kafka", "start minio", "start spark-master", "healthy spark-master"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from sandbox.local import sandbox_processes
+from sandbox.services.local import sandbox_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

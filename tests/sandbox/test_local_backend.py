@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from sandbox import ServiceState, paused
-from sandbox.health import alive_workers, check_spark, spark_master_status, wait_for
-from sandbox.smoke import kafka_round_trip, s3_round_trip, spark_kafka_to_parquet
+from sandbox.checks.health import alive_workers, check_spark, spark_master_status, wait_for
+from sandbox.checks.smoke import kafka_round_trip, s3_round_trip, spark_kafka_to_parquet
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,7 @@ def test_fault_on_unknown_service_names_the_choices(sandbox):
 @pytest.mark.slow
 def test_s3a_multipart_upload_and_bulk_delete_work_against_minio(sandbox, spark):
     # The AWS SDK v2 that S3A brings (2.35) changed its default checksums; MinIO refused
-    # its multi-object delete until S3A was told to send Content-MD5 (sandbox/spark.py).
+    # its multi-object delete until S3A was told to send Content-MD5 (sandbox/jvm/spark_session.py).
     jvm = spark._jvm
     conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
     conf.set("fs.s3a.multipart.size", "5M")

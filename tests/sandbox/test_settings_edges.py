@@ -6,8 +6,8 @@ import pytest
 
 from sandbox import settings as settings_module
 from sandbox.errors import SandboxError
+from sandbox.jvm.spark_session import _check_same_conf, driver_env
 from sandbox.settings import Settings, detect_backend
-from sandbox.spark import _check_same_conf, driver_env
 
 
 def test_from_env_runs_no_docker_and_defaults_to_local(monkeypatch):
@@ -70,11 +70,12 @@ def test_spark_s_jvms_compile_with_c1_only_unless_told_otherwise(tmp_path, monke
     """C1 only by default (docs/decisions/0015-jit-c1-only.md: C2's compiler threads slowed every short
     application on two cores); ``OSL_SPARK_JIT=tiered`` gives the JVM's own default; anything
     else is refused naming the variable."""
-    from sandbox import artifacts, cds
-    from sandbox.spark import spark_conf
+    from sandbox import artifacts
+    from sandbox.jvm import class_data_sharing
+    from sandbox.jvm.spark_session import spark_conf
 
     monkeypatch.setattr(artifacts, "spark_job_jars", lambda *_a, **_k: [])
-    monkeypatch.setattr(cds, "java_options", lambda _s: ("", ""))
+    monkeypatch.setattr(class_data_sharing, "java_options", lambda _s: ("", ""))
     default = spark_conf(Settings.from_env({"OSL_STATE_DIR": str(tmp_path)}), progress=lambda _l: None)
     for role in ("driver", "executor"):
         assert "-XX:TieredStopAtLevel=1" in default[f"spark.{role}.extraJavaOptions"].split(), role
@@ -89,11 +90,12 @@ def test_the_executors_collect_with_the_parallel_collector_unless_told_otherwise
     """Parallel by default (docs/decisions/0016-executor-gc.md: G1's concurrent threads took a sixth of the
     executors' CPU); ``OSL_SPARK_EXECUTOR_GC=g1`` swaps it and keeps the JIT and CDS options;
     the driver keeps the JVM's own; anything else is refused naming the variable."""
-    from sandbox import artifacts, cds
-    from sandbox.spark import spark_conf
+    from sandbox import artifacts
+    from sandbox.jvm import class_data_sharing
+    from sandbox.jvm.spark_session import spark_conf
 
     monkeypatch.setattr(artifacts, "spark_job_jars", lambda *_a, **_k: [])
-    monkeypatch.setattr(cds, "java_options", lambda _s: ("", "-XX:SharedArchiveFile=/x.jsa -Xshare:auto"))
+    monkeypatch.setattr(class_data_sharing, "java_options", lambda _s: ("", "-XX:SharedArchiveFile=/x.jsa -Xshare:auto"))
     conf = lambda env: spark_conf(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), **env}), progress=lambda _l: None)  # noqa: E731
     default = conf({})["spark.executor.extraJavaOptions"].split()
     assert default == ["-XX:TieredStopAtLevel=1", "-XX:+UseParallelGC", "-XX:SharedArchiveFile=/x.jsa", "-Xshare:auto"]

@@ -1,5 +1,6 @@
-"""The warm-up whose JVMs ``sandbox.cds`` archives: run by :func:`sandbox.cds.ensure` in a
-process of its own (``python -m sandbox.cds_warmup``), since its JVMs are started with
+"""The warm-up whose JVMs ``sandbox.jvm.class_data_sharing`` archives: run by
+:func:`sandbox.jvm.class_data_sharing.ensure` in a process of its own
+(``python -m sandbox.jvm.class_data_warmup``), since its JVMs are started with
 ``-XX:+RecordDynamicDumpInfo`` and a process has one Spark driver."""
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import sys
 import uuid
 from pathlib import Path
 
-from sandbox.cds import archives, executor_pids, java_home
-from sandbox.health import s3_client
+from sandbox.checks.health import s3_client
+from sandbox.jvm.class_data_sharing import archives, executor_pids, java_home
+from sandbox.jvm.spark_session import spark_conf, spark_session
 from sandbox.settings import Settings
-from sandbox.spark import spark_conf, spark_session
 
 
 def _dump(pid: int, target: Path, jcmd: Path) -> None:

@@ -2,10 +2,10 @@
 
 A chapter opened in JupyterLab runs in a container of the stack it talks to: there is no docker
 CLI and nothing to start, only services to find. ``AttachedSandbox`` satisfies the
-:class:`~sandbox.backend.Sandbox` protocol by checking the running services over the compose
+:class:`~sandbox.services.backend.Sandbox` protocol by checking the running services over the compose
 network (addresses from the ``OSL_*`` variables docker-compose.yml sets). Breaking a service
 (kill, pause, resume, restart) and reading its log go through the stack's fault service
-(:mod:`sandbox.fault_service`, the one container that holds the Docker socket); starting,
+(:mod:`sandbox.services.fault_service`, the one container that holds the Docker socket); starting,
 stopping or deleting the stack is refused with the command to run on the host, and so is every
 action when the stack runs without its fault service.
 ``endpoints()`` keeps the in-network addresses the job needs (``kafka:19092``) and the links a
@@ -19,11 +19,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from sandbox import health
 from sandbox.artifacts import Progress, say
-from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus
-from sandbox.compose import container_state, service_addresses, service_probe
+from sandbox.checks import health
 from sandbox.errors import NotRunningError, SandboxError, UnknownServiceError
+from sandbox.services.backend import CORE_SERVICES, ServiceState, ServiceStatus
+from sandbox.services.compose import container_state, service_addresses, service_probe
 from sandbox.settings import BackendKind, Endpoints, Settings
 
 __all__ = ["AttachedSandbox", "FaultServiceError", "HostOnlyActionError"]

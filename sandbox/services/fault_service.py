@@ -20,7 +20,7 @@ says why that is safe enough for a local sandbox and how to run the stack withou
 
 Stdlib only: it speaks the Docker Engine API over the Unix socket.
 
-    python -m sandbox.fault_service [--port 8099] [--socket /var/run/docker.sock]
+    python -m sandbox.services.fault_service [--port 8099] [--socket /var/run/docker.sock]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import sys
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-#: The services a notebook may break, and nothing else (sandbox.backend.CORE_SERVICES; a unit
+#: The services a notebook may break, and nothing else (sandbox.services.backend.CORE_SERVICES; a unit
 #: test keeps the two equal without this module importing the sandbox's settings).
 ALLOWED: tuple[str, ...] = ("kafka", "minio", "spark-master", "spark-worker-1", "spark-worker-2")
 ACTIONS: tuple[str, ...] = ("kill", "pause", "resume", "restart")
@@ -237,7 +237,7 @@ def handler_for(faults: Faults) -> type[BaseHTTPRequestHandler]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m sandbox.fault_service", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sandbox.services.fault_service", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--socket", default=os.environ.get("OSL_DOCKER_SOCKET_IN_CONTAINER", "/var/run/docker.sock"))
     args = parser.parse_args(argv)

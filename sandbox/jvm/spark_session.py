@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sandbox import artifacts, cds
+from sandbox import artifacts
 from sandbox.artifacts import Progress, say
+from sandbox.jvm import class_data_sharing
 from sandbox.settings import EXECUTOR_GC_OPTIONS, SPARK_JIT_OPTIONS, Settings
 
 
@@ -27,7 +28,7 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     jars = artifacts.spark_job_jars(settings, progress=progress)
     e = settings.endpoints()
     classpath = os.pathsep.join(str(j) for j in jars)
-    driver_cds, executor_cds = cds.java_options(settings)
+    driver_cds, executor_cds = class_data_sharing.java_options(settings)
     # C1 only (Settings.spark_jit): C2's compiler threads compete with the work on two cores
     jit = SPARK_JIT_OPTIONS[settings.spark_jit]
     # the parallel collector by default (Settings.executor_gc: G1's concurrent threads cost CPU)
@@ -42,7 +43,8 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         "spark.driver.extraJavaOptions": " ".join(
             o for o in (f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)}", jit, driver_cds) if o
         ),
-        # class-data sharing (sandbox/cds.py): the JVMs map their classes instead of loading them
+        # class-data sharing (sandbox/jvm/class_data_sharing.py): the JVMs map their classes
+        # instead of loading them
         **({"spark.executor.extraJavaOptions": executor_options} if executor_options else {}),
         "spark.ui.port": str(settings.ports.spark_driver_ui),
         "spark.executor.memory": "1g",
@@ -82,7 +84,7 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # Only FileContext's binding: FileSystem.getLocal() must stay a LocalFileSystem.
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
         # Every checkpoint and sink-log file through the project's own manager
-        # (sandbox/java/osl/FastCheckpointFileManager.java, on the class path from
+        # (sandbox/jvm/java/osl/FastCheckpointFileManager.java, on the class path from
         # artifacts.project_jar). Without Hadoop's native library the local file system forks
         # a `chmod` for each file it creates and a `readlink` for both paths of each rename, on
         # every batch's critical path; it writes and renames with java.nio instead. On MinIO the
@@ -206,7 +208,7 @@ def _check_same_conf(running, wanted: dict[str, str]) -> None:
         # Spark adds its own JVM flags (--add-opens ...) to the extraJavaOptions it was given
         # the class-data archive may appear between two calls; it changes start-up time only
         if key.endswith("extraJavaOptions"):
-            have, want = cds.without_archive(have or ""), cds.without_archive(want)
+            have, want = class_data_sharing.without_archive(have or ""), class_data_sharing.without_archive(want)
             return want in have
         return have == want
 

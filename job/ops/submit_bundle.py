@@ -79,7 +79,7 @@ def build(out: Path, settings, *, version: str | None = None) -> Package:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
-    from sandbox.spark import spark_conf
+    from sandbox.jvm.spark_session import spark_conf
 
     root = _source_root()
     if version is None:

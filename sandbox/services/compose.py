@@ -5,7 +5,7 @@ credentials and sizes come from :class:`~sandbox.settings.Settings` (passed to c
 ``OSL_*`` variables the compose file reads), so ``endpoints()`` always names what the
 containers publish. Healthy means what it means for the local backend: after compose reports
 every container healthy (its own in-container checks), the shared checks in
-:mod:`sandbox.health` must pass from this machine too.
+:mod:`sandbox.checks.health` must pass from this machine too.
 
 Inside the compose network the job reaches Kafka at ``kafka:19092``, MinIO at
 ``http://minio:9000`` and the master at ``spark://spark-master:7077``; its driver runs in the
@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from sandbox import health, versions
+from sandbox import versions
 from sandbox.artifacts import Progress, say
-from sandbox.backend import CORE_SERVICES, ServiceState, ServiceStatus
+from sandbox.checks import health
 from sandbox.errors import (
     NotRunningError,
     PortBusyError,
@@ -38,6 +38,7 @@ from sandbox.errors import (
     ToolMissingError,
     UnknownServiceError,
 )
+from sandbox.services.backend import CORE_SERVICES, ServiceState, ServiceStatus
 from sandbox.settings import PROJECT, BackendKind, Endpoints, Settings, docker_engine_answers, project_root
 
 __all__ = [
@@ -53,7 +54,7 @@ __all__ = [
 
 #: Services a learner can break, in start order (the one-shot ``minio-init`` is not one).
 COMPOSE_SERVICES: tuple[str, ...] = (*CORE_SERVICES, "jupyter", "faults")
-#: The fault service's address, on the compose network only (sandbox/fault_service.py).
+#: The fault service's address, on the compose network only (sandbox/services/fault_service.py).
 FAULTS_ADDRESS = "faults:8099"
 #: The named volume holding the learner's working copy of the workbook; ``reset`` keeps it.
 LEARNER_VOLUME = "workbook"

@@ -71,7 +71,7 @@ def archives(settings: Settings) -> Archives:
     classpath also holds the Spark daemons' conf folder, so its path is part of the key too."""
     import pyspark
 
-    from sandbox.local_services import spark_conf_dir
+    from sandbox.services.local_processes import spark_conf_dir
 
     home = java_home(settings)
     java = home / "bin" / "java" if home else None
@@ -144,7 +144,7 @@ def ensure(settings: Settings, *, progress: Progress = say, timeout_s: float = 3
     try:
         with log.open("w") as out:
             done = subprocess.run(
-                [sys.executable, "-m", "sandbox.cds_warmup"],
+                [sys.executable, "-m", "sandbox.jvm.class_data_warmup"],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

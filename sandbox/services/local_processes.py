@@ -1,6 +1,6 @@
 """What each local service runs, and the files it needs before it starts.
 
-The local backend (:mod:`sandbox.local`) supervises processes; this module only describes
+The local backend (:mod:`sandbox.services.local`) supervises processes; this module only describes
 them: for every service its command line, environment, working directory, ports,
 endpoint, UI and health probe (:class:`ServiceSpec`), where the sandbox keeps its files
 (:class:`Layout`), and the preparation a service needs before its first start (Kafka's
@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox import artifacts, health
+from sandbox import artifacts
 from sandbox.artifacts import Progress
+from sandbox.checks import health
 from sandbox.errors import ServiceStartError
 from sandbox.settings import Settings
 
@@ -97,9 +98,9 @@ def spark_conf_dir(settings: Settings) -> Path:
     """The Spark daemons' ``SPARK_CONF_DIR``: an empty folder, so that no ``spark-defaults.conf``
     or ``spark-env.sh`` of pyspark's install applies. One for every sandbox sharing this cache,
     not one per sandbox: ``spark-class`` puts it on every executor's classpath, and the JVM
-    refuses a class-data archive (:mod:`sandbox.cds`) recorded with another classpath, so with a
-    folder per sandbox the archive the bench's sandbox recorded was refused by the test sandbox's
-    executors."""
+    refuses a class-data archive (:mod:`sandbox.jvm.class_data_sharing`) recorded with another
+    classpath, so with a folder per sandbox the archive the bench's sandbox recorded was refused
+    by the test sandbox's executors."""
     return settings.cache_dir / "spark-conf"
 
 

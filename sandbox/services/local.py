@@ -4,7 +4,7 @@ Each service is a process group of its own (so ``kill`` also takes a worker's ex
 down, like a crashed node), with a log file under ``<state>/logs`` and data under
 ``<state>/data``. Process ids live in ``<state>/run``, so any later CLI call can find,
 stop or break what an earlier one started. What each service runs (command line,
-environment, ports, probe) and the files it needs first are :mod:`sandbox.local_services`;
+environment, ports, probe) and the files it needs first are :mod:`sandbox.services.local_processes`;
 this module starts, watches, stops and breaks them.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import psutil
 
-from sandbox import artifacts, cds, health, local_services
+from sandbox import artifacts
 from sandbox.artifacts import Progress, say
-from sandbox.backend import ServiceState, ServiceStatus, log_tail
+from sandbox.checks import health
 from sandbox.errors import (
     AnotherSandboxRunningError,
     NotRunningError,
@@ -34,7 +34,10 @@ from sandbox.errors import (
     ServiceStartError,
     UnknownServiceError,
 )
-from sandbox.local_services import SANDBOX_MARK
+from sandbox.jvm import class_data_sharing
+from sandbox.services import local_processes
+from sandbox.services.backend import ServiceState, ServiceStatus, log_tail
+from sandbox.services.local_processes import SANDBOX_MARK
 from sandbox.settings import BackendKind, Endpoints, Settings, shown
 
 _STOP_GRACE_S = 15.0
@@ -55,11 +58,11 @@ class LocalBackend:
         self.settings = settings
         self._progress = progress
         self._artifacts: dict[str, object] | None = None
-        self._layout = local_services.Layout(settings.state_dir)
+        self._layout = local_processes.Layout(settings.state_dir)
 
     # ----------------------------------------------------------------- layout
     def services(self) -> list[str]:
-        return local_services.service_names(self.settings)
+        return local_processes.service_names(self.settings)
 
     def endpoints(self) -> Endpoints:
         return self.settings.endpoints()
@@ -92,7 +95,7 @@ class LocalBackend:
         for name in self.services():
             self._wait_healthy(self._spec(name))
         self._progress(f"[sandbox] all services healthy ({time.monotonic() - started:.1f}s)")
-        cds.ensure(self.settings, progress=self._progress)  # once per machine and classpath
+        class_data_sharing.ensure(self.settings, progress=self._progress)  # once per machine and classpath
 
     def down(self) -> None:
         for name in reversed(self.services()):
@@ -169,11 +172,11 @@ class LocalBackend:
             self._artifacts = artifacts.fetch_all(self.settings, progress=self._progress)
         return self._artifacts
 
-    def _spec(self, name: str, *, need_artifacts: bool = True) -> local_services.ServiceSpec:
-        return local_services.service_spec(self.settings, self._layout, name, self._arts() if need_artifacts else {})
+    def _spec(self, name: str, *, need_artifacts: bool = True) -> local_processes.ServiceSpec:
+        return local_processes.service_spec(self.settings, self._layout, name, self._arts() if need_artifacts else {})
 
     def _start(self, name: str) -> None:
-        local_services.prepare(self.settings, self._layout, name, self._arts(), progress=self._progress)
+        local_processes.prepare(self.settings, self._layout, name, self._arts(), progress=self._progress)
         spec = self._spec(name)
         for port in spec.ports:
             self._check_port(name, port)
@@ -192,7 +195,7 @@ class LocalBackend:
             json.dumps({"pid": proc.pid, "create_time": psutil.Process(proc.pid).create_time(), "argv": spec.argv})
         )
 
-    def _wait_healthy(self, spec: local_services.ServiceSpec) -> None:
+    def _wait_healthy(self, spec: local_processes.ServiceSpec) -> None:
         name = spec.name
 
         def exited() -> str | None:

@@ -19,7 +19,7 @@ import org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCh
 
 /**
  * Spark's FileContext-based checkpoint file manager, less two costs it pays on every file of
- * every micro-batch (set by sandbox/spark.py as spark.sql.streaming.checkpointFileManagerClass).
+ * every micro-batch (set by sandbox/jvm/spark_session.py as spark.sql.streaming.checkpointFileManagerClass).
  *
  * <ul>
  * <li>Local files: without Hadoop's native library, RawLocalFileSystem forks a {@code chmod}

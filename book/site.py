@@ -1,6 +1,6 @@
 """The project's site: the recorded chapters, the README and ``docs/`` as one static site.
 
-`make book` (``python -m sandbox.book``) renders every ``notebooks/NN-*.ipynb`` as it was last
+`make book` (``python -m book``) renders every ``notebooks/NN-*.ipynb`` as it was last
 recorded by ``scripts/record-notebooks.sh`` -- nothing is executed -- and the checkout's
 ``README.md`` and ``docs/**/*.md`` into ``build/book/``: one page per chapter (plots included,
 embedded in the page), an ``index.html`` that lists the chapters with the time each took in the
@@ -459,7 +459,7 @@ def build(notebooks: Path, out: Path, root: Path = Path(".")) -> tuple[list[Chap
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sandbox.book", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m book", description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path("."), help="the checkout: its README.md and docs/")
     parser.add_argument("--notebooks", type=Path, help="the chapters' folder (default: <root>/notebooks)")
     parser.add_argument("--out", type=Path, default=Path("build/book"), help="where the site goes")

@@ -2,7 +2,7 @@
 
 :func:`check` is pure (pandas, no Spark): the Spark side reads the lake into pandas and
 calls it, the baseline and the tests call it directly. What each session's output must
-be, and where a fault allows it to differ, comes from :mod:`producers.expected`
+be, and where a fault allows it to differ, comes from :mod:`producers.expected_output`
 (``expected_sessions``: intended final tables, loss windows, allowed anomalies); the
 verifier only compares and attributes.
 
@@ -77,7 +77,7 @@ from job.engine.errors import UsageError
 from job.engine.session import Policy, QuarantineRecord, RowChange, SessionStatus, check_policy, rebuild
 from job.spark.lake import STATUS_COLUMNS
 from producers.contract import ContractError, Kind, Row, decode
-from producers.expected import DELIVERY_ALLOWED, ExpectedSession, LossWindow, changes_of, expected_sessions
+from producers.expected_output import DELIVERY_ALLOWED, ExpectedSession, LossWindow, changes_of, expected_sessions
 from producers.faults import BAD_RECORD, STRICT_STOPPING, Anomaly
 
 __all__ = [
@@ -916,7 +916,7 @@ def save_deleted(ranges: Sequence[DeletedRange], path: Path) -> Path:
 
 def load_deleted(path: Path) -> list[DeletedRange]:
     """Read :func:`save_deleted`'s file; a missing or malformed one raises UsageError naming it."""
-    fix = "write it with job.verify.verifier.save_deleted (a JSON list of {topic, partition, start, end})"
+    fix = "write it with job.verify.compare.save_deleted (a JSON list of {topic, partition, start, end})"
     try:
         items = json.loads(path.read_text())
         ranges = [DeletedRange(topic=str(i["topic"]), partition=int(i["partition"]), start=int(i["start"]),

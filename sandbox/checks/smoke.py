@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sandbox.artifacts import Progress, say
-from sandbox.health import librdkafka_logger, s3_client
+from sandbox.checks.health import librdkafka_logger, s3_client
 from sandbox.settings import Settings
 
 
@@ -34,7 +34,7 @@ def kafka_round_trip(settings: Settings, *, messages: int = 100, timeout_s: floa
     # with "coordinator load in progress" and librdkafka retries; its own warning about it
     # stays out of the terminal; the round trip's outcome is checked below.
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "logger": librdkafka_logger("sandbox.smoke")}
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "logger": librdkafka_logger("sandbox.checks.smoke")}
     )
     sent = [f"message-{i}".encode() for i in range(messages)]
     errors: list[str] = []
@@ -87,7 +87,7 @@ def spark_kafka_to_parquet(settings: Settings, *, messages: int = 1000, progress
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from sandbox.spark import spark_session
+    from sandbox.jvm.spark_session import spark_session
 
     bootstrap = settings.endpoints().kafka_bootstrap
     topic = f"_smoke-spark-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,3 @@
+from book.site import main
+
+raise SystemExit(main())
