@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             from sandbox.settings import Ports
 
             settings = replace(settings, ports=Ports().shifted(args.port_offset))
+        if settings.backend == "compose" and not args.backend and not os.environ.get("OSL_BACKEND"):
+            settings = _local_if_running(settings)
         return _run(args, settings)
     except SandboxError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -67,6 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _local_if_running(settings: Settings) -> Settings:
+    """Docker answers, so compose is the default; but a local sandbox already running from this
+    state dir (`make demo` without Docker, the tests) is what `down`, `status` or a fault means."""
+    from sandbox.services.local import running_here
+
+    running = running_here(settings)
+    if not running:
+        return settings
+    print(f"note: a local sandbox runs from {settings.state_dir} ({', '.join(running)}): acting on it; "
+          "--backend compose for the compose stack", file=sys.stderr)  # fmt: skip
+    return replace(settings, backend="local")
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

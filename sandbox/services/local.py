@@ -425,3 +425,12 @@ def sandbox_processes(settings: Settings) -> list[psutil.Process]:
 
 
 __all__ = ["LocalBackend", "sandbox_processes", "SandboxError"]
+
+
+def running_here(settings: Settings) -> list[str]:
+    """The services a local sandbox runs now from ``settings.state_dir`` (live process records),
+    whatever backend ``settings`` names: a command line asks before it picks compose."""
+    from dataclasses import replace
+
+    sb = LocalBackend(replace(settings, backend="local"), progress=lambda _line: None)
+    return [name for name in sb.services() if sb._pid(name) is not None]  # noqa: SLF001 - the backend's own records

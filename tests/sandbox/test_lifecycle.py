@@ -66,3 +66,20 @@ def test_a_cold_up_leaves_no_worker_retrying_its_registration(tmp_path, sandbox_
             assert "Successfully registered with master" in log and "Retrying connection to master" not in log, log[-2000:]
     finally:
         backend.down()
+
+
+@pytest.mark.integration
+def test_with_docker_answering_the_cli_acts_on_the_local_sandbox_running_from_its_state_dir(
+    sandbox, monkeypatch, capsys, tmp_path
+):
+    from sandbox import cli
+
+    monkeypatch.setattr(cli, "detect_backend", lambda: "compose")  # as where a Docker engine answers
+    monkeypatch.delenv("OSL_BACKEND", raising=False)
+    state, offset = str(sandbox.settings.state_dir), str(sandbox.settings.ports.offset)
+    assert cli.main(["--state-dir", state, "--port-offset", offset, "status", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert f"note: a local sandbox runs from {state} (kafka, minio, spark-master" in err
+    assert "/logs/kafka.log" in out  # the local backend's status: its services' log files
+    # an empty state dir: compose, as detected
+    assert cli._local_if_running(replace(sandbox.settings, backend="compose", state_dir=tmp_path)).backend == "compose"
