@@ -20,6 +20,7 @@ from producers.faults import Anomaly, parse_fault
 from producers.ledger import ledger_frame
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import Site
+from tests.producers.fault_literals import DAMAGING
 from tests.streams import FINAL, base_session, ledger_entry, message, r
 
 SID = "fleet-2-s0000"
@@ -33,8 +34,7 @@ BASE = base_session(msg)
 NOT_SENT = {"drop", "orphan-update", "crash"}
 # Written from each fault's definition (producers/faults.py), not read from the registry, so a
 # registry change shows here. Loss windows that last until the next clean snapshot:
-TO_NEXT_SNAPSHOT = {"drop", "duplicate", "reorder", "corrupt", "schema-drift", "orphan-update",
-                    "silent-divergence", "oversized"}  # fmt: skip
+TO_NEXT_SNAPSHOT = DAMAGING  # their loss window runs to the next clean snapshot
 # What a drop may leave behind: a gap, its change lost, a record set aside, later updates
 # orphaned (a dropped snapshot), a session that never ends cleanly (a dropped end).
 DROP_ALLOWED = {"gap", "lost", "quarantined", "orphan", "unterminated"}

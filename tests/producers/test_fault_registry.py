@@ -28,6 +28,7 @@ from producers.faults import (
 )
 from producers.sessions import SessionDriver, SessionPlan
 from producers.sites import Site
+from tests.producers.fault_literals import DAMAGING
 
 ISSUE_FAULTS = {
     "drop",
@@ -486,8 +487,7 @@ def test_faults_that_damage_the_table_open_windows_to_the_next_snapshot() -> Non
     # strict query stops on them and their loss window runs to the next clean snapshot; the
     # other four leave the table whole (a restated snapshot, a late timestamp, a burst) or end
     # the session (crash).
-    damaging = {"drop", "duplicate", "reorder", "corrupt", "schema-drift", "orphan-update",
-                "silent-divergence", "oversized"}  # fmt: skip
+    damaging = DAMAGING
     assert set(BAD_RECORD) == {"corrupt", "schema-drift", "oversized"}
     assert set(BAD_RECORD | STRICT_STOPPING) == damaging
     assert {n for n, cls in FAULTS.items() if cls.info.window == "to-next-snapshot"} == damaging
