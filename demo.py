@@ -154,12 +154,12 @@ def _demo_in_compose(settings: Settings, argv: list[str] | None) -> int:
 
 
 def _pipeline(settings: Settings, args) -> bool:
+    from job.ops.verifier import s3_target
     from job.spark import interrupts, pipeline
     from job.spark.config import job_config
     from job.verify.lake_check import verify_lake
     from producers.errors import ProducerError
     from producers.faults import parse_fault
-    from producers.ledger import S3Target
     from producers.runner import RunConfig, Runner, new_run_id
     from sandbox.jvm.spark_session import driver_log, spark_session
     from sandbox.progress import Ticker
@@ -168,7 +168,7 @@ def _pipeline(settings: Settings, args) -> bool:
     prefix = f"demo-{run_id}-"
     ledger = f"s3a://{settings.bucket}/demo/{run_id}/ledger"
     lake = f"s3a://{settings.bucket}/demo/{run_id}"
-    s3 = S3Target(endpoint=settings.endpoints().s3_endpoint, access_key=settings.s3_access_key, secret_key=settings.s3_secret_key)
+    s3 = s3_target(settings)
     run_cfg = RunConfig(
         ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=3, join=1, sessions=2,
         rate=args.rate, duration=args.duration, snapshot_every=50, faults=tuple(parse_fault(f) for f in DEMO_FAULTS),
@@ -219,7 +219,7 @@ def _pipeline(settings: Settings, args) -> bool:
                            progress=lambda m: print("   " + m))  # fmt: skip
 
             print(f"\n== 4. verifying {lake} against the ledger")
-            report = verify_lake(settings, ledger=ledger, lake=lake, policy=cfg.policy, spark=spark)
+            report = verify_lake(spark, ledger=ledger, lake=lake, policy=cfg.policy, s3=s3)
     finally:
         runner.stop()  # a failed job must not leave the producers sending
         if producer.is_alive():

@@ -300,7 +300,7 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
         steady_median_ms=steady_ms[len(steady_ms) // 2] if steady_ms else None,
     )  # fmt: skip
     if verify:
-        report = verify_lake(settings, ledger=ledger, lake=cfg.output, policy=cfg.policy, spark=spark)
+        report = verify_lake(spark, ledger=ledger, lake=cfg.output, policy=cfg.policy)
         out.verified, out.verdict = report.ok, _verdict(report)
     return out
 

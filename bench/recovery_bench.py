@@ -543,7 +543,7 @@ def job_worker(args) -> int:
     # where each batch's state partitions ran (the UI forgets a killed driver's batches)
     placed = stateful_executors(spark, queries[0].name, str(queries[0].id))
     _append(events, {"ms": int(time.time() * 1000), "placement": {str(b): ids for b, ids in sorted(placed.items())}})
-    report = verify_lake(settings, ledger=request["ledger"], lake=cfg.output, policy=cfg.policy, spark=spark)
+    report = verify_lake(spark, ledger=request["ledger"], lake=cfg.output, policy=cfg.policy)
     Path(args.verdict).write_text(json.dumps({"ok": bool(report.ok), "summary": report.summary(),
                                               "sink_path": cfg.sink_path}))  # fmt: skip
     spark.stop()

@@ -46,13 +46,14 @@ if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the
 _PURE = """
 import sys, time
 from sandbox import Settings
-from job.verify.lake_check import fatal_errors, lake_frames, load_ledger, verifier_session
+from job.ops.verifier import fatal_errors, verifier_session
+from job.verify.lake_check import lake_frames, load_ledger
 from job.verify.compare import check
 settings = Settings.from_env()
 spark = verifier_session(settings)
 with fatal_errors(settings):
     frames = lake_frames(spark, sys.argv[2])
-report = check(load_ledger(settings, sys.argv[1]), frames["rows"], frames["quarantine"], frames["sessions"], policy=sys.argv[3])
+report = check(load_ledger(sys.argv[1]), frames["rows"], frames["quarantine"], frames["sessions"], policy=sys.argv[3])
 print(report.summary().splitlines()[0])
 sys.exit(0 if report.ok else 1)
 """

@@ -348,8 +348,8 @@ def _watch(args, settings) -> int:
 
 
 def _verify(args, settings) -> int:
+    from job.ops.verifier import verify_on_sandbox
     from job.verify.compare import load_deleted
-    from job.verify.lake_check import verify_lake
 
     deleted = load_deleted(args.kafka_deleted) if args.kafka_deleted else ()
     if args.driver_memory:
@@ -359,7 +359,7 @@ def _verify(args, settings) -> int:
             )
         settings = dataclasses.replace(settings, verify_driver_memory=args.driver_memory)
     cfg = saved.from_args(args, settings, ("output", "policy"))
-    report = verify_lake(settings, ledger=args.ledger, lake=cfg.output, policy=cfg.policy, preflight=True, deleted=deleted)
+    report = verify_on_sandbox(settings, ledger=args.ledger, lake=cfg.output, policy=cfg.policy, deleted=deleted)
     print(report.summary())
     if args.json:
         args.json.write_text(report.to_json())

@@ -58,13 +58,6 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
         "producers.faults": "the declared faults an anomaly is blamed on",
         "producers.ledger": "the ledger, the verifier's input",
     },
-    # Only the one module that reads a lake through Spark; compare.py, spark_check.py and
-    # archive_check.py take frames and know no sandbox.
-    "verify.lake_check": {
-        "sandbox.jvm.spark_session": "the verifier's own Spark session and driver log, built from the sandbox Settings "
-        "(a narrower seam than Settings is still to come)",
-        "sandbox.checks.health": "MinIO's preflight (require) and the S3 client that lists an s3a:// lake",
-    },  # fmt: skip
     "baseline": {
         "producers.contract": "the topic prefix it reads by default (TOPIC_PREFIX)",
         "producers.kafka": "the topics' end offsets, where a bounded run stops",
@@ -74,10 +67,12 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
     "ops": {
         "producers.contract": "backfill decodes archived records to prime session state",
         "producers.kafka": "the data-loss listing reads the partitions' watermarks",
-        "producers.runner": "dataloss.BackgroundRun runs a producer behind chapter 07's outage (a drill living in ops)",
-        "sandbox.checks.health": "wait_for (backfill's topic deletion) and the S3 client that lists a sink log (repair)",
+        "producers.ledger": "the verifier's S3 target (S3Target) and its preflight lists a ledger's parts",
+        "sandbox.checks.health": "wait_for (backfill's topic deletion), the S3 client that lists a sink log (repair), "
+        "require (the verifier's preflight: MinIO answers)",
         "sandbox.settings": "shown(): paths as messages print them (repair)",
-        "sandbox.jvm.spark_session": "the Spark session of `job repair` / `job backfill` and the packaged submit's conf",
+        "sandbox.jvm.spark_session": "the Spark session of `job repair` / `job backfill`, the verifier's own "
+        "(job.ops.verifier) and the packaged submit's conf",
     },
     "drills": {
         "producers.contract": "an exercise builds messages by hand",
@@ -263,7 +258,7 @@ def test_no_import_circle(package):
 
 def test_an_upward_import_and_a_circle_are_caught():
     """The checks themselves, on a planted graph: a drill imported by the engine, Spark and the
-    sandbox in the engine, the sandbox in the verifier's pure part, and two producers modules
+    sandbox in the engine, the sandbox in the verifier (which takes its Spark from its caller), and two producers modules
     importing each other."""
     planted = {
         "job.engine.session": [("job.drills.trap", 7), ("msgspec", 8), ("json", 9), ("producers.contract", 10)],
@@ -279,11 +274,28 @@ def test_an_upward_import_and_a_circle_are_caught():
     for wanted in ("job.engine.session (line 7) imports job.drills.trap", "job.baseline (line 3) imports job.spark.pipeline",
                    "job.engine.errors (line 11) imports pyspark.sql.utils: the engine is pure Python",
                    "job.engine.errors (line 12) imports sandbox.settings", "job.engine.errors (line 13) imports producers.runner",
-                   "job.verify.compare (line 5) imports sandbox.jvm.spark_session"):  # fmt: skip
+                   "job.verify.compare (line 5) imports sandbox.jvm.spark_session",
+                   "job.verify.lake_check (line 5) imports sandbox.jvm.spark_session"):  # fmt: skip
         assert any(wanted in p for p in problems), (wanted, problems)
-    assert len(problems) == 6, problems
+    assert len(problems) == 7, problems
     assert circles(planted) == [["job.drills.trap", "job.engine.session"], ["producers.faults", "producers.sessions"]]
 
 
 def test_every_job_module_sits_in_a_known_wing():
     assert {wing(m) for m in modules(("job",))} <= set(WING_RANK)
+
+
+def test_the_readme_states_the_rules_this_test_enforces():
+    """The README's Layout section draws the wings' chain and says which wings know no sandbox:
+    the same rules as :data:`WING_RANK` and :data:`JOB_OUTSIDE`, or one of them is out of date."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    chain = re.search(r"`(cli(?: → \w+)+)`", text)
+    assert chain, "README.md's Layout section lost the wings' chain (`cli → drills → ...`)"
+    drawn = chain[1].split(" → ")
+    ranked = sorted((w for w in WING_RANK if w not in ("baseline", "__main__", "")), key=WING_RANK.get, reverse=True)
+    assert drawn == ranked, f"README.md draws {drawn}, tests/test_layering.py ranks {ranked}"
+    assert "the verifier takes its Spark session and S3 target from its caller and imports no\nsandbox module" in text
+    assert not [m for key, allowed in JOB_OUTSIDE.items() if key.split(".")[0] in ("engine", "verify")
+                for m in allowed if m.startswith("sandbox")], "README.md says the engine and the verifier import no sandbox module"  # fmt: skip

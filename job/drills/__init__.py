@@ -3,6 +3,7 @@ measures what the job did about it.
 
 - :mod:`job.drills.environment` — kill or pause a worker, the driver, the broker, MinIO, the master.
 - :mod:`job.drills.backlog` — downtime, then a catch-up, and the arithmetic that forecasts it.
+- :mod:`job.drills.kafka_loss` — Kafka deletes records the stopped job has not read (retention, delete_records).
 - :mod:`job.drills.delivery` — a driver killed mid-batch; a non-idempotent sink replays.
 - :mod:`job.drills.trap` — the checkpoint and ``_spark_metadata`` disagree, reproduced.
 - :mod:`job.drills.integrity` — every data fault under every policy, verified.

@@ -619,10 +619,10 @@ def run_faults(
 def _verify(settings, *, ledger: str, lake: str, to: Path) -> dict[str, Any]:
     """``python -m job verify``'s verdict on ``lake``, in this process (no second Python and
     its imports to start: the chapter has three minutes), as a dict; also written to ``to``."""
-    from job.verify.lake_check import verify_lake
+    from job.ops.verifier import verify_on_sandbox
 
     try:
-        found = verify_lake(settings, ledger=ledger, lake=lake, policy="resync", preflight=True)
+        found = verify_on_sandbox(settings, ledger=ledger, lake=lake, policy="resync")
     except Exception as exc:  # noqa: BLE001 - any failure to verify is the verdict, said in full
         report: dict[str, Any] = {"ok": False, "summary": f"the verifier could not judge {lake}: {exc}", "summary_line": ""}
     else:

@@ -182,7 +182,7 @@ class Matrix:
         """:func:`matrix_frame` of the runs' reports against this matrix's ledger."""
         from job.verify.lake_check import load_ledger
 
-        return matrix_frame({p: r.report for p, r in self.runs.items()}, load_ledger(settings, self.ledger))
+        return matrix_frame({p: r.report for p, r in self.runs.items()}, load_ledger(self.ledger))
 
 
 def _produce(settings, *, ledger: str, prefix: str, faults: Sequence[Fault], snapshot_every: int, sites: int,
@@ -206,8 +206,8 @@ def _verify(spark, settings, *, ledger: str, cfg: JobConfig, policy: str):
     from job.verify.lake_check import load_ledger, verify_lake
 
     if sink_log_batches(spark, cfg.sink_path):
-        return verify_lake(settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
-    return check(load_ledger(settings, ledger), *output_frames([], [], []), policy=policy)  # type: ignore[arg-type]
+        return verify_lake(spark, ledger=ledger, lake=cfg.output, policy=policy)
+    return check(load_ledger(ledger), *output_frames([], [], []), policy=policy)  # type: ignore[arg-type]
 
 
 def run_policy(spark, settings, cfg: JobConfig, *, ledger: str, progress: Callable[[str], None] = print) -> PolicyRun:
@@ -370,10 +370,10 @@ def interval_sweep(
     cfg = _config(settings, workdir, prefix, "sweep", policy="resync", max_offsets_per_trigger=None)
     run = run_policy(spark, settings, cfg, ledger=ledgers[intervals[0]], progress=progress)
     points = [SweepPoint(snapshot_every=intervals[0], ledger=ledgers[intervals[0]], report=run.report,
-                         bound=window_bound(load_ledger(settings, ledgers[intervals[0]])),
-                         faulted=_faulted(load_ledger(settings, ledgers[intervals[0]])))]  # fmt: skip
+                         bound=window_bound(load_ledger(ledgers[intervals[0]])),
+                         faulted=_faulted(load_ledger(ledgers[intervals[0]])))]  # fmt: skip
     for n in intervals[1:]:
-        frame = load_ledger(settings, ledgers[n])
+        frame = load_ledger(ledgers[n])
         report = _verify(spark, settings, ledger=ledgers[n], cfg=cfg, policy="resync")
         points.append(SweepPoint(snapshot_every=n, ledger=ledgers[n], report=report, bound=window_bound(frame),
                                  faulted=_faulted(frame)))  # fmt: skip

@@ -600,13 +600,14 @@ def reprocess(
     """Replay the whole archive with ``job_version`` into ``version``, verify it against
     ``ledger`` and switch readers to it only if the verdict is clean. The output readers saw
     before is left in place either way."""
+    from job.ops.verifier import s3_target
     from job.verify.lake_check import verify_lake
 
     result = backfill(
         spark, lake_root=lake_root, start="earliest", end="latest", version=version, raw_path=raw_path,
         policy=policy, window=window, job_version=job_version, overwrite=overwrite,
     )  # fmt: skip
-    report = verify_lake(settings, ledger=ledger, lake=result.root, policy=policy, spark=spark)
+    report = verify_lake(spark, ledger=ledger, lake=result.root, policy=policy, s3=s3_target(settings))
     previous = None
     if report.ok:
         previous = switch(spark, lake_root, result.root, reason=f"reprocessed with job {job_version}, verified clean")
@@ -658,6 +659,7 @@ def run_cli(args, settings) -> int:
     if args.switch and not args.ledger:
         raise BackfillError("--switch", "the command line", "give --ledger too: readers are switched only to verified output")
     _job_version(args.job_version)
+    from job.ops.verifier import s3_target
     from job.spark.saved import from_args
     from job.verify.lake_check import verify_archive, verify_lake
     from sandbox.jvm.spark_session import spark_session
@@ -679,9 +681,9 @@ def run_cli(args, settings) -> int:
     if not args.ledger:
         print(f"readers still see {current_path(spark, lake_root)}; verify with --ledger, then --switch", file=sys.stderr)
         return 0
-    report = verify_lake(settings, ledger=args.ledger, lake=target, policy=run.policy, spark=spark)
+    report = verify_lake(spark, ledger=args.ledger, lake=target, policy=run.policy, s3=s3_target(settings))
     print(report.summary())
-    archive = verify_archive(settings, ledger=args.ledger, lake=lake_root, raw_path=args.raw, spark=spark)
+    archive = verify_archive(spark, ledger=args.ledger, lake=lake_root, raw_path=args.raw, s3=s3_target(settings))
     print(archive.summary())
     if args.switch and report.ok:
         previous = switch(spark, lake_root, target, reason=f"backfill {result.version} verified clean")

@@ -55,7 +55,7 @@ def test_whole_archive_backfill_after_kafka_lost_its_copy_verifies_clean_and_swi
     cfg, ledger = archived
     settings = sandbox.settings
     assert pipeline.source_end_offsets(settings.endpoints().kafka_bootstrap, cfg.topic_prefix) == {}, "Kafka's copy must be gone"
-    assert verify_archive(settings, ledger=ledger, lake=cfg.output, spark=spark).ok
+    assert verify_archive(spark, ledger=ledger, lake=cfg.output).ok
     argv = [sys.executable, "-m", "job", "backfill", "--lake", cfg.output, "--from", "earliest", "--to", "latest",
             "--version", "whole", "--ledger", ledger, "--switch"]  # fmt: skip
     done = subprocess.run(argv, env=dict(os.environ), capture_output=True, text=True, timeout=900)
@@ -87,7 +87,7 @@ def test_overlapping_ranges_merge_without_duplicates_and_verify_clean(sandbox, s
     keys = _row_keys(spark, merged)
     assert keys.count() == keys.distinct().count()
     assert keys.count() == _row_keys(spark, cfg.output).count()
-    report = verify_lake(sandbox.settings, ledger=ledger, lake=merged, policy="resync", spark=spark)
+    report = verify_lake(spark, ledger=ledger, lake=merged, policy="resync")
     assert report.ok, report.summary()
 
 
@@ -97,7 +97,7 @@ def test_reprocessing_after_a_buggy_release_switches_readers_only_once_verified(
     buggy = bf.backfill(spark, lake_root=cfg.output, start="earliest", end="latest", version="release-v0",
                         job_version="v0-skips-deletes")  # fmt: skip
     bf.switch(spark, cfg.output, buggy.root, reason="the buggy release went live")
-    assert not verify_lake(settings, ledger=ledger, lake=bf.current_path(spark, cfg.output), policy="resync", spark=spark).ok
+    assert not verify_lake(spark, ledger=ledger, lake=bf.current_path(spark, cfg.output), policy="resync").ok
     refused = bf.reprocess(spark, settings, lake_root=cfg.output, ledger=ledger, version="still-buggy",
                            job_version="v0-skips-deletes")  # fmt: skip
     assert not refused.switched and refused.current == buggy.root

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from job.drills import kafka_loss
 from job.ops import dataloss
 from producers.sites import site_name, topic_for
 from tests import kafka_runs
@@ -22,24 +23,24 @@ SITES, SNAPSHOT_EVERY = 2, 20
 def _producers(bootstrap, ledger):
     cfg = kafka_runs.run_config(bootstrap, ledger, sites=SITES, sessions=1, rate=120.0, duration=600.0,
                                 snapshot_every=SNAPSHOT_EVERY, seed=11)  # fmt: skip
-    return cfg, dataloss.BackgroundRun(cfg), [topic_for(site_name(i), cfg.topic_prefix) for i in range(SITES)]
+    return cfg, kafka_loss.BackgroundRun(cfg), [topic_for(site_name(i), cfg.topic_prefix) for i in range(SITES)]
 
 
 def test_retention_deletes_past_a_checkpoint_and_the_overrides_go_away(bootstrap, tmp_path):
     cfg, run, topics = _producers(bootstrap, tmp_path / "ledger")
     try:
         run.wait_acked(200)
-        default = dataloss.topic_configs(bootstrap, topics)
+        default = kafka_loss.topic_configs(bootstrap, topics)
         marks = dataloss.watermarks(bootstrap, topics)
         read = {k: high for k, (_, high) in marks.items()}  # as if a job had read everything so far
-        outage = dataloss.retention_outage(bootstrap, topics, read, timeout_s=90)
+        outage = kafka_loss.retention_outage(bootstrap, topics, read, timeout_s=90)
         busy = {k for k, o in read.items() if o > 0}
         assert busy and {(d.topic, d.partition) for d in outage.deleted} == busy
         later = dataloss.watermarks(bootstrap, topics)
         for d in outage.deleted:
             assert d.start == read[(d.topic, d.partition)] and d.end > d.start
             assert later[(d.topic, d.partition)][0] >= d.end  # gone for good
-        assert dataloss.topic_configs(bootstrap, topics) == default  # the broker's defaults again
+        assert kafka_loss.topic_configs(bootstrap, topics) == default  # the broker's defaults again
     finally:
         run.finish()
 
@@ -52,7 +53,7 @@ def test_delete_records_moves_the_log_start_exactly_and_unread_deleted_sees_it(b
         run.finish()
     marks = dataloss.watermarks(bootstrap, topics)
     key, (low, high) = next((k, m) for k, m in sorted(marks.items()) if m[1] > 20)
-    dataloss.delete_unread(bootstrap, {key: high - 10})
+    kafka_loss.delete_unread(bootstrap, {key: high - 10})
     after = dataloss.watermarks(bootstrap, topics)
     assert after[key] == (high - 10, high)
     assert dataloss.unread_deleted({key: 5}, {key: after[key][0]}) == [

@@ -193,7 +193,7 @@ def test_a_job_slower_than_its_input_never_catches_up():
 
 
 def test_query_run_reads_the_last_start_of_a_query_from_its_events():
-    from job.ops.dataloss import query_run
+    from job.drills.kafka_loss import query_run
     from job.ops.watch.rules import BatchCompleted, QueryStarted, QueryTerminated
 
     q = "ordered-sessions-sessions"
@@ -210,7 +210,7 @@ def test_query_run_reads_the_last_start_of_a_query_from_its_events():
 
 
 def test_processing_throughput_counts_only_the_time_batches_ran():
-    from job.ops.dataloss import query_run
+    from job.drills.kafka_loss import query_run
     from job.ops.watch.rules import BatchCompleted, QueryStarted, QueryTerminated
 
     q = "ordered-sessions-sessions"

@@ -87,7 +87,7 @@ def test_the_trap_is_refused_and_the_repair_restarts_the_job_the_user_ran(sandbo
     # the repair is given the checkpoint, the topics and the output, nothing else
     repaired = _job("repair", *common, "--apply")
     assert repaired.returncode == 0, repaired.stderr[-3000:]
-    report = verify_lake(settings, ledger=ledger, lake=output, policy="resync", spark=spark)
+    report = verify_lake(spark, ledger=ledger, lake=output, policy="resync")
     assert report.ok and report.lost == 0, report.summary()
     assert kept_state_partitions(ckpt / "sessions") == 4
     sizes = _batch_sizes(ckpt / "sessions")

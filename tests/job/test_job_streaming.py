@@ -71,7 +71,7 @@ def test_policy_output_is_verified_against_the_ledger(policy, operator, input_ta
     queries[0].explain()  # the last batch's physical plan
     plan = capsys.readouterr().out
     assert (f"Coalesce {input_tasks}" in plan) if input_tasks else ("Coalesce" not in plan), plan
-    report = verify_lake(sandbox.settings, ledger=ledger, lake=cfg.output, policy=policy, spark=spark)
+    report = verify_lake(spark, ledger=ledger, lake=cfg.output, policy=policy)
     assert report.ok, report.summary()
     rows = lake.read_output(spark, cfg.sink_path, "rows")
     assert rows.count() > 0

@@ -53,17 +53,17 @@ LOCAL_SPARK = SimpleNamespace(
 )
 
 
-def test_check_lake_accepts_out_refuses_sessions_out_with_the_fix_and_names_out_when_neither(tmp_path, sandbox_settings):
+def test_check_lake_accepts_out_refuses_sessions_out_with_the_fix_and_names_out_when_neither(tmp_path):
     new, old, empty = tmp_path / "new", tmp_path / "old", tmp_path / "empty"
     _sink(new, lake.SINK_DIR)
     _sink(old, lake.OLD_SINK_DIR)
     empty.mkdir()
-    check_lake(sandbox_settings, str(new))
+    check_lake(str(new))
     with pytest.raises(LakeError) as refused:
-        check_lake(sandbox_settings, str(old))
+        check_lake(str(old))
     assert str(refused.value) == _refusal(old, "sessions-out", "the sink's folder before it was named out")
     with pytest.raises(LakeError, match=r"/out/_spark_metadata is missing"):
-        check_lake(sandbox_settings, str(empty))
+        check_lake(str(empty))
 
 
 def test_open_lake_refuses_each_older_layout_where_it_matters_and_gives_a_current_lake_its_sink(tmp_path):

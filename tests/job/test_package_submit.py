@@ -78,5 +78,5 @@ def test_the_packaged_job_under_spark_submit_without_the_source_tree_verifies_cl
     submitted = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
 
-    report = verify_lake(settings, ledger=cfg.ledger, lake=output, policy="resync", spark=spark)
+    report = verify_lake(spark, ledger=cfg.ledger, lake=output, policy="resync")
     assert report.ok and report.delivered == summary.outcomes["ok"], report.summary()

@@ -59,7 +59,7 @@ def test_the_archive_is_the_sinks_fourth_output_and_an_archive_query_s_lake_is_r
             refused()
 
     assert lake.read_raw(spark, new.output + "-nowhere") is None
-    assert verify_archive(settings, ledger=run.ledger, lake=new.output, spark=spark).ok
+    assert verify_archive(spark, ledger=run.ledger, lake=new.output).ok
     archived = _archived(spark, new.output)
     assert len(archived) == summary.outcomes["ok"] == len({r[:3] for r in archived}), "every delivered record, once"
     # the archive is input, not output: the readers of the three outputs never see it

@@ -20,7 +20,7 @@ def test_trap_loses_rows_silently_and_the_repair_makes_the_verifier_clean(sandbo
     trap = reproduce_metadata_trap(spark, settings, workdir=tmp_path, progress=lambda m: None)
     cfg = trap.cfg
     assert len(trap.skipped) >= 1, trap.batches
-    before = verify_lake(settings, ledger=trap.ledger, lake=cfg.output, policy="resync", spark=spark)
+    before = verify_lake(spark, ledger=trap.ledger, lake=cfg.output, policy="resync")
     assert not before.ok and before.lost > 0, before.summary()
 
     # a query of the job still running is refused, naming it (found by its name: this one
@@ -44,11 +44,11 @@ def test_trap_loses_rows_silently_and_the_repair_makes_the_verifier_clean(sandbo
     assert (folder / "checkpoint" / "sessions" / "commits").is_dir()  # the backup is kept
     assert lake.path_exists(spark, lake.kept_path(cfg.sink_path))
 
-    after = verify_lake(settings, ledger=trap.ledger, lake=cfg.output, policy="resync", spark=spark)
+    after = verify_lake(spark, ledger=trap.ledger, lake=cfg.output, policy="resync")
     assert after.ok and after.lost == 0, after.summary()
     # the raw archive, the sink's fourth output, was cut where the restarted job archives from:
     # every delivered record is in it, and once (read_raw drops no duplicate)
-    assert verify_archive(settings, ledger=trap.ledger, lake=cfg.output, spark=spark).ok
+    assert verify_archive(spark, ledger=trap.ledger, lake=cfg.output).ok
     archive = lake.read_raw(spark, cfg.output)
     assert archive.count() == archive.dropDuplicates(["topic", "partition", "offset"]).count() > 0
 

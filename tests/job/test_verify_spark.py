@@ -47,8 +47,8 @@ def faulty_lake(sandbox, spark, tmp_path_factory):
 def test_the_spark_verifier_gives_the_pure_verifier_s_report(policy, sandbox, spark, faulty_lake):
     ledger, output = faulty_lake
     frames = lake_frames(spark, output)
-    pure = check(load_ledger(sandbox.settings, ledger), frames["rows"], frames["quarantine"], frames["sessions"], policy=policy)
-    in_spark = verify_lake(sandbox.settings, ledger=ledger, lake=output, policy=policy, spark=spark)
+    pure = check(load_ledger(ledger), frames["rows"], frames["quarantine"], frames["sessions"], policy=policy)
+    in_spark = verify_lake(spark, ledger=ledger, lake=output, policy=policy)
     assert len(pure.anomalies) > 0, "the faults must give findings for the comparison to mean anything"
     assert in_spark.summary() == pure.summary()
     assert in_spark == pure  # every finding, in the same order
@@ -56,7 +56,7 @@ def test_the_spark_verifier_gives_the_pure_verifier_s_report(policy, sandbox, sp
 
 def test_the_spark_verifier_blames_kafka_for_the_records_it_deleted_as_the_pure_one_does(sandbox, spark, faulty_lake):
     ledger, output = faulty_lake
-    sent = load_ledger(sandbox.settings, ledger)
+    sent = load_ledger(ledger)
     ok = sent[sent["outcome"] == "ok"].sort_values("offset")
     first = ok.iloc[0]
     deleted = [
@@ -66,7 +66,7 @@ def test_the_spark_verifier_blames_kafka_for_the_records_it_deleted_as_the_pure_
     ]
     frames = lake_frames(spark, output)
     pure = check(sent, frames["rows"], frames["quarantine"], frames["sessions"], policy="resync", deleted=deleted)
-    in_spark = verify_lake(sandbox.settings, ledger=ledger, lake=output, policy="resync", spark=spark, deleted=deleted)
+    in_spark = verify_lake(spark, ledger=ledger, lake=output, policy="resync", deleted=deleted)
     assert "kafka-deleted" in pure.counts, pure.summary()
     assert in_spark == pure
 
@@ -97,7 +97,7 @@ def test_a_fleet_lake_of_a_million_row_changes_verifies_with_the_default_setting
 _COLLECT_TOO_MUCH = """
 import sys
 from job.engine.errors import JobError
-from job.verify.lake_check import fatal_errors, verifier_session
+from job.ops.verifier import fatal_errors, verifier_session
 from sandbox import Settings
 settings = Settings.from_env()
 try:
