@@ -27,7 +27,12 @@ SessionCuts = Mapping[tuple[str, int, str], int]
 #: The Python arbitrary-stateful operators the job can run on, all calling the same
 #: per-session function: the Row-based ``transformWithState`` (Spark 4.1+),
 #: ``transformWithStateInPandas`` (4.0+) and the older ``applyInPandasWithState`` (3.4+).
-Operator = Literal["transformWithState", "transformWithStateInPandas", "applyInPandasWithState"]
+#: ``applyInPandasWithState-by-partition`` is the last with a different key: one call per Kafka
+#: partition and batch, which runs the same per-session function for each session of the
+#: partition (docs/decisions/0019-operator-keyed-by-partition.md).
+Operator = Literal[
+    "transformWithState", "transformWithStateInPandas", "applyInPandasWithState", "applyInPandasWithState-by-partition"
+]
 OPERATORS: tuple[Operator, ...] = get_args(Operator)
 
 _TRIGGER = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|seconds?|m|minutes?)\s*$")

@@ -3,7 +3,8 @@
 source   readStream.format("kafka") with subscribePattern ^<prefix>.* (new sites are found
          every ``topic_discovery_ms`` without a restart)
 group    by session id (the Kafka key; keyless records go to a per-topic pseudo-session
-         that quarantines them)
+         that quarantines them), or by Kafka partition (``BY_PARTITION``), each call then
+         running every session of its partition
 operator transformWithState (Row-based), transformWithStateInPandas or applyInPandasWithState
          (``JobConfig.operator``; the same per-session function under each), RocksDB
          state store, processing-time timers that expire idle sessions. Spark does not order rows within a group, so each batch's
@@ -266,6 +267,97 @@ def _make_group_function(policy: str, window: int, idle_timeout_ms: int | None):
     return on_group
 
 
+#: The group of :data:`BY_PARTITION`: a keyed record's Kafka partition; -1 for a record without a
+#: key, so that a topic's key-less records meet in one group, as under the per-session operators.
+_GROUP_PARTITION = "group_partition"
+#: The operator keyed by Kafka partition instead of by session (JobConfig.operator).
+BY_PARTITION = "applyInPandasWithState-by-partition"
+
+
+def _encode_sessions(sessions: dict[str, list[Any]]) -> bytes:
+    import msgspec
+
+    return msgspec.msgpack.encode(sessions)
+
+
+def _decode_sessions(stored: bytes) -> dict[str, list[Any]]:
+    import msgspec
+
+    return msgspec.msgpack.decode(stored)
+
+
+def _merged(parts: list[dict[str, list[Any]]]) -> dict[str, list[Any]]:
+    out = {name: [] for name in parts[0]}
+    for columns in parts:
+        for name, values in columns.items():
+            out[name] += values
+    return out
+
+
+def step_partition(
+    stored: bytes | None, rows: Iterable[tuple], *, policy: str, window: int, now_ms: int, idle_timeout_ms: int | None
+) -> tuple[bytes | None, dict[str, list[Any]] | None, int | None]:
+    """One Kafka partition's micro-batch under :data:`BY_PARTITION`: each session's rows (tuples
+    of :data:`_INPUT`) go to :func:`apply_records` with that session's state, and the sessions
+    idle for longer than ``idle_timeout_ms`` expire as their own timeout would have expired them
+    (Spark times a group out once its timeout is *before* the batch's time). ``stored`` holds
+    ``{session: [its stored state, the batch time it last had records]}``.
+
+    Returns the partition's new stored value (None: no session left), the outputs as the union
+    schema's columns (None: none), and the timeout to set, relative to ``now_ms``, for the
+    session that goes idle first (None: none).
+    """
+    sessions = {} if stored is None else _decode_sessions(stored)
+    grouped: dict[str, list[tuple]] = {}
+    for row in rows:
+        grouped.setdefault(row[4], []).append(row)
+    out = []
+    for session, its_rows in grouped.items():
+        previous = sessions.get(session)
+        state, columns = apply_records(previous[0] if previous else None, its_rows, policy=policy, window=window, now_ms=now_ms)
+        sessions[session] = [state, now_ms]
+        out.append(columns)
+    if idle_timeout_ms is not None:
+        for session in [s for s, (_, last) in sessions.items() if last + idle_timeout_ms < now_ms]:
+            columns = expire_columns(sessions.pop(session)[0], now_ms=now_ms)
+            if columns is not None:
+                out.append(columns)
+    timeout = None
+    if idle_timeout_ms is not None and sessions:
+        # the first to go idle: its own timeout would be at last + idle; Spark wants a positive duration
+        timeout = max(min(last for _, last in sessions.values()) + idle_timeout_ms - now_ms, 1)
+    return (_encode_sessions(sessions) if sessions else None), (_merged(out) if out else None), timeout
+
+
+def _make_partition_function(policy: str, window: int, idle_timeout_ms: int | None):
+    """The operator for :data:`BY_PARTITION`: ``applyInPandasWithState`` on (topic, Kafka
+    partition), one Python call per partition and batch instead of one per session."""
+
+    def on_group(key, frames, state) -> Iterator[pd.DataFrame]:
+        freeze_worker_heap()
+        now = state.getCurrentProcessingTimeMs()
+        stored = state.get[0] if state.exists else None
+        if state.hasTimedOut:
+            rows: Iterable[tuple] = ()
+        else:
+            parts = list(frames)
+            batch = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+            rows = zip(*(batch[name].tolist() for name in _INPUT))
+        new, columns, timeout = step_partition(
+            stored, rows, policy=policy, window=window, now_ms=now, idle_timeout_ms=idle_timeout_ms
+        )
+        if new is None:
+            state.remove()
+        else:
+            state.update((new,))
+            if timeout is not None:
+                state.setTimeoutDuration(timeout)
+        if columns is not None:
+            yield _frame(columns)
+
+    return on_group
+
+
 def kafka_stream(spark, cfg: JobConfig, bootstrap: str):
     """The Kafka source as configured (one per query: each query tracks its own offsets)."""
     reader = (
@@ -313,7 +405,7 @@ def session_input(spark, cfg: JobConfig, bootstrap: str, kafka=None):
     from pyspark.sql import functions as F
 
     kafka = kafka_stream(spark, cfg, bootstrap) if kafka is None else kafka
-    return kafka.select(
+    columns = [
         F.coalesce(F.col("key").cast("string"), F.concat(F.lit("__no-key__/"), F.col("topic"))).alias(_SESSION_KEY),
         F.col("key").isNull().alias("key_missing"),
         "value",
@@ -321,7 +413,11 @@ def session_input(spark, cfg: JobConfig, bootstrap: str, kafka=None):
         "partition",
         "offset",
         F.unix_millis("timestamp").alias("kafka_ts_ms"),
-    ).repartition(F.col(_SESSION_KEY))
+    ]
+    if cfg.operator == BY_PARTITION:
+        group = F.when(F.col("key").isNull(), F.lit(-1)).otherwise(F.col("partition")).alias(_GROUP_PARTITION)
+        return kafka.select(*columns, group).repartition(F.col("topic"), F.col(_GROUP_PARTITION))
+    return kafka.select(*columns).repartition(F.col(_SESSION_KEY))
 
 
 def raw_rows(source):
@@ -349,6 +445,16 @@ def sessions_stream(spark, cfg: JobConfig, bootstrap: str, source=None):
     # so an available-now run would never finish: it runs without timers (no idle expiry).
     timers = cfg.trigger != "available-now"
     idle_ms = cfg.idle_timeout_s * 1000 if timers else None
+    if cfg.operator == BY_PARTITION:
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        return source.groupBy("topic", _GROUP_PARTITION).applyInPandasWithState(
+            _make_partition_function(cfg.policy, cfg.window, idle_ms),
+            outputStructType=lake.union_ddl(),
+            stateStructType="sessions BINARY",
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout,
+        )
     grouped = source.groupBy(_SESSION_KEY)
     if cfg.operator == "transformWithState":
         return grouped.transformWithState(

@@ -67,3 +67,22 @@ def test_a_fixed_setting_that_differs_from_the_saved_run_is_refused(tmp_path):
                         ("state_partitions", 3)):  # fmt: skip
         with pytest.raises(saved.FixedSettingError, match=f"started with {name}="):
             saved.check_fixed(dataclasses.replace(cfg, **{name: value}))
+
+
+@pytest.mark.parametrize(
+    ("kept", "asked"),
+    [
+        ("applyInPandasWithState", "applyInPandasWithState-by-partition"),
+        ("applyInPandasWithState-by-partition", "transformWithState"),
+    ],
+)
+def test_a_checkpoint_keyed_by_session_is_not_continued_keyed_by_partition_nor_back(tmp_path, kept, asked):
+    """The state's key changes with the operator's key: the run is refused, and the message gives
+    the restart from the old checkpoint's offsets into a new checkpoint and lake."""
+    cfg = JobConfig(output="s3a://lake/run", checkpoint=tmp_path / "ckpt", operator=kept)
+    saved.save(cfg)
+    with pytest.raises(saved.FixedSettingError) as refused:
+        saved.check_fixed(dataclasses.replace(cfg, operator=asked))
+    text = str(refused.value)
+    assert f"started with operator={kept!r}" in text and repr(asked) in text
+    assert f"--checkpoint {tmp_path / 'ckpt'}-new --output s3a://lake/run-new" in text and f"--operator {asked}" in text
