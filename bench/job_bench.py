@@ -1,14 +1,18 @@
 """Job benchmark: the ordered stateful job on the embedded sandbox next to the single-process baseline.
 
-One run reports, on the same machine and the same input:
+With no arguments it measures what users run: a fleet (``--shape``, default 50 sites x 20
+sessions: 1,000 sessions on 150 Kafka partitions), the job's own batch cap and raw archive (in
+its sink), every operator the job offers, the baseline three times; and it ends with one
+``summary:`` line, the one the README's figures are copied from. On the same machine and input:
 
   backlog  ``--messages`` records (no faults, fixed seed) are produced first. Then the
            baseline consumer (job/baseline.py) and the Spark job, once per stateful
-           operator, each read all of them from the earliest offset (available-now,
-           ``--max-offsets`` per micro-batch). Figures: records/s end to end (query start
-           to last batch committed) and in steady state (batches after the first, which
-           pays the Python workers' start), and the ratio to the baseline. Every output is
-           checked against the ledger; a run that does not verify is reported as such.
+           operator (``--rounds`` times, alternating, on the warm application), each read all
+           of them from the earliest offset (available-now, ``--max-offsets`` per
+           micro-batch). Figures: records/s end to end (query start to last batch committed)
+           and in steady state (batches after the first), the ratio to the baseline's median
+           run, every round's ratio, and the first batch's seconds. Every output is checked
+           against the ledger; a run that does not verify is reported as such.
   live     producers send ``--rate`` msg/s for ``--duration`` s while the job runs with a
            processing-time trigger (once per operator); then the same input (same seed,
            fresh topics) while the baseline runs. Latency of a record = output visible - event time (the
@@ -16,9 +20,11 @@ One run reports, on the same machine and the same input:
            ``_spark_metadata/<batch>`` entry that lists the record's output file: a Spark
            reader sees the record from then on. For the baseline it is when its
            micro-batch's outputs were kept in memory: a lower bound, it writes no files.
+  cold     the warm-up's runs are the first queries of a fresh application: their first batch
+           is the fixed cost a new job pays; the backlog runs' first batch is a warm one's.
 
   sweep    (``--sweep``, instead of the backlog phase) per input shape (``--shapes``, default
-           4x2 and a fleet of 50x20: 1,000 sessions on 150 Kafka partitions): the baseline, then
+           4x2 and a fleet of 50x20): the baseline, then
            the job in stages, each keeping the fastest of the one before: every operator, the
            batch caps (``--caps``), the state partitions (``--partitions``); then the winner with
            Kafka's default fetch wait, with the raw archive's second query, and with RocksDB's
@@ -26,9 +32,10 @@ One run reports, on the same machine and the same input:
            Spark's per-batch durations; docs/performance.md explains it, and each setting's
            page under docs/decisions/ quotes its rows.
 
-    .venv/bin/python bench/job_bench.py                       # about 10 minutes on 2 cores
-    .venv/bin/python bench/job_bench.py --sweep --skip-live   # about 15 minutes
-    .venv/bin/python bench/job_bench.py --messages 5000 --duration 20 --skip-warmup   # a quick look
+    .venv/bin/python bench/job_bench.py                       # the defaults users get
+    .venv/bin/python bench/job_bench.py --rounds 3 --operators applyInPandasWithState,applyInPandasWithState-by-partition
+    .venv/bin/python bench/job_bench.py --sweep --skip-live   # the settings, stage by stage
+    .venv/bin/python bench/job_bench.py --shape 4x2 --messages 5000 --duration 20 --skip-warmup   # a quick look
 
 It uses its own sandbox (state ``.sandbox-bench``, ports +20000) unless ``OSL_STATE_DIR`` /
 ``OSL_PORT_OFFSET`` say otherwise, and leaves it running (``python -m sandbox down``).
@@ -63,10 +70,12 @@ if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the
     os.environ.setdefault("OSL_BACKEND", "local")
 
 from job.spark import lake  # noqa: E402  (after the sandbox variables above)
-from job.spark.config import OPERATORS  # noqa: E402
+from job.spark.config import OPERATORS, JobConfig  # noqa: E402
 from sandbox.settings import EXECUTOR_GC_OPTIONS  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+#: The job's own batch cap: the backlog phase's default, so that it measures what users run.
+JOB_CAP = JobConfig.max_offsets_per_trigger
 
 
 def say(message: str) -> None:
@@ -311,7 +320,8 @@ def batches_with_input(query) -> list[dict]:
 
 
 def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, seed: int, rate: float, duration: float,
-                 trigger: str, tag: str, input_tasks: int | None = None, archive: bool = False) -> Latency:  # fmt: skip
+                 trigger: str, tag: str, input_tasks: int | None = None, archive: bool = False,
+                 shape: Shape = FEW) -> Latency:  # fmt: skip
     """The job live at ``rate``; ``archive``: with the raw archive in the sink, as the job runs by default."""
     from job.spark import pipeline
 
@@ -326,7 +336,7 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
         queries[0].awaitTermination(0.5)
     say(f"job query up; producing {rate:.0f} msg/s for {duration:.0f}s")
     started = time.monotonic()
-    ledger = produce(settings, work, prefix, seed=seed, rate=rate, duration=duration)
+    ledger = produce(settings, work, prefix, seed=seed, rate=rate, duration=duration, shape=shape)
     pipeline.drain(queries, bootstrap=bootstrap, topic_prefix=prefix, timeout_s=900, progress=say)
     wall = time.monotonic() - started
     visible = sink_visibility(settings, cfg.sink_path)
@@ -341,7 +351,8 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
     return out
 
 
-def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: float, duration: float) -> Latency:
+def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: float, duration: float,
+                      shape: Shape = FEW) -> Latency:  # fmt: skip
     from job.baseline import BaselineConfig, run_baseline
 
     seen: list[tuple[str, int, int, int]] = []
@@ -356,7 +367,7 @@ def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: flo
     consumer = threading.Thread(target=lambda: result.update(r=run_baseline(config, on_batch=on_batch)), daemon=True)
     consumer.start()
     say(f"baseline consuming; producing {rate:.0f} msg/s for {duration:.0f}s")
-    ledger = produce(settings, work, prefix, seed=seed, rate=rate, duration=duration)
+    ledger = produce(settings, work, prefix, seed=seed, rate=rate, duration=duration, shape=shape)
     consumer.join()
     if "r" not in result:
         raise RuntimeError("the baseline consumer stopped without a result; see the messages above")
@@ -457,7 +468,26 @@ def plot(path: Path, curves: list[Latency]) -> Path | None:
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
     """The command line, checked, and the operators it names (exits with status 2 on bad input)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=None, help="backlog size (default 20000; 200000 with --sweep)")
+    parser.add_argument("--messages", type=int, default=200_000, help="backlog size (default 200000)")
+    parser.add_argument(
+        "--shape",
+        default=FLEET.name,
+        help=f"backlog and live phases: the input shape SITESxSESSIONS (default {FLEET.name}, a fleet: 1,000 sessions "
+        f"on 150 Kafka partitions; {FEW.name} for a quick look)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="backlog phase: run the operators this many times, alternating, on the warm application; each "
+        "operator's figure is the median of its rounds (default 1)",
+    )
+    parser.add_argument(
+        "--raw-archive",
+        choices=("in-sink", "off"),
+        default="in-sink",
+        help="backlog phase: the raw archive as the job writes it, in its one sink (default), or off",
+    )
     parser.add_argument(
         "--sweep",
         action="store_true",
@@ -467,7 +497,12 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--shapes", default="4x2,50x20", help="sweep: input shapes SITESxSESSIONS (default 4x2,50x20)")
     parser.add_argument("--caps", default="5000,20000,100000,0", help="sweep: maxOffsetsPerTrigger values, 0 = uncapped")
     parser.add_argument("--partitions", default="2,4,8", help="sweep: state (shuffle) partitions")
-    parser.add_argument("--max-offsets", type=int, default=5_000, help="maxOffsetsPerTrigger for the backlog runs")
+    parser.add_argument(
+        "--max-offsets",
+        type=int,
+        default=JOB_CAP,
+        help=f"maxOffsetsPerTrigger for the backlog runs (default the job's, {JOB_CAP})",
+    )
     parser.add_argument("--rate", type=float, default=200.0, help="live phase: messages per second (default 200)")
     parser.add_argument("--duration", type=float, default=60.0, help="live phase: seconds of producing (default 60)")
     parser.add_argument("--trigger", default="1 second", help="live phase: the job's trigger interval")
@@ -497,8 +532,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument(
         "--live-archive",
-        default="off",
-        help="live phase: the raw archive off, on (in the sink, the job's default) or off,on to alternate (default off)",
+        default="on",
+        help="live phase: the raw archive off, on (in the sink, the job's default) or off,on to alternate (default on)",
     )
     parser.add_argument("--live-rounds", type=int, default=1, help="live phase: repeat the job's runs, alternating")
     parser.add_argument(
@@ -517,9 +552,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
-    if args.messages is None:
-        args.messages = 200_000 if args.sweep else 20_000
     try:
+        args.shape = Shape.parse(args.shape)
         args.shapes = [Shape.parse(x) for x in args.shapes.split(",") if x.strip()]
         args.caps = [int(x) or None for x in args.caps.split(",") if x.strip()]
         args.partitions = [int(x) for x in args.partitions.split(",") if x.strip()]
@@ -532,6 +566,8 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     args.live_archive = [archive[x.strip()] for x in args.live_archive.split(",")]
     if args.live_rounds < 1 or any(t is not None and t < 0 for t in args.live_input_tasks):
         parser.error("--live-rounds >= 1; --live-input-tasks values >= 0")
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: run each operator at least once")
     if args.baseline_runs < 1:
         parser.error(f"--baseline-runs {args.baseline_runs}: run the baseline at least once")
     if not args.shapes or not args.caps or not args.partitions or min(args.partitions) < 1 or any(c and c < 1 for c in args.caps):
@@ -567,19 +603,37 @@ def warm_up(spark, settings, work: Path, run: str, args: argparse.Namespace, ope
 
 
 def backlog_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Throughput]:
-    """The backlog phase: the baseline first (the ratios' reference), then the job once per operator."""
-    throughput: list[Throughput] = []
+    """The backlog phase: the baseline first (the ratios' reference, the median of its runs), then
+    the job once per operator, ``--rounds`` times alternating; each operator's row is its median
+    round, with every round's records/s in ``setup["rounds_per_s"]``."""
     prefix = f"bench-{run}-b-"
-    say(f"backlog: producing {args.messages} records")
-    ledger = produce(settings, work, prefix, seed=args.seed, messages=args.messages)
+    say(f"backlog: producing {args.messages} records, shape {args.shape.name}")
+    ledger = produce(settings, work, prefix, seed=args.seed, messages=args.messages, shape=args.shape)
     say("backlog: baseline")
-    throughput.append(run_baseline_median(settings, prefix, ledger, args.baseline_runs))
-    say(f"  {throughput[-1].per_s:,.0f} records/s (median of {throughput[-1].setup['runs_per_s']}); {throughput[-1].verdict}")
-    for operator in operators:
-        say(f"backlog: job with {operator}")
-        throughput.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets, tag=run))
-        say(f"  {throughput[-1].per_s:,.0f} records/s; {throughput[-1].verdict}")
-    return throughput
+    base = run_baseline_median(settings, prefix, ledger, args.baseline_runs)
+    say(f"  {base.per_s:,.0f} records/s (median of {base.setup['runs_per_s']}); {base.verdict}")
+    raw = args.raw_archive == "in-sink"
+    runs: dict[str, list[Throughput]] = {o: [] for o in operators}
+    for n in range(1, args.rounds + 1):
+        for operator in operators:
+            say(f"backlog: job with {operator}" + (f", round {n} of {args.rounds}" if args.rounds > 1 else ""))
+            t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets, tag=f"{run}-r{n}",
+                                raw=raw, raw_in_sink=raw)  # fmt: skip
+            runs[operator].append(t)
+            say(f"  {t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), first batch "
+                f"{(t.first_batch_ms or 0) / 1000:.1f} s; {t.verdict}")  # fmt: skip
+    return [base, *(median_run(r) for r in runs.values())]
+
+
+def median_run(runs: list[Throughput]) -> Throughput:
+    """The run of median records/s, with every run's in ``setup["rounds_per_s"]``; not verified
+    when one run did not verify."""
+    middle = sorted(runs, key=lambda t: t.per_s)[len(runs) // 2]
+    middle.setup["rounds_per_s"] = [round(t.per_s) for t in runs]
+    failed = [t for t in runs if not t.verified]
+    if failed:
+        middle.verified, middle.verdict = False, failed[0].verdict
+    return middle
 
 
 def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Throughput]:
@@ -725,22 +779,45 @@ def live_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, 
         )
         live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
                                  rate=args.rate, duration=args.duration, trigger=args.trigger, tag=f"{run}-{n}",
-                                 input_tasks=tasks, archive=archive))  # fmt: skip
+                                 input_tasks=tasks, archive=archive, shape=args.shape))  # fmt: skip
     say("live: baseline")
-    live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration))
+    live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration,
+                                  shape=args.shape))  # fmt: skip
     return live
 
 
-def print_throughput(throughput: list[Throughput], max_offsets: int) -> None:
-    """The backlog table: each run against the first (the baseline), and the verifier's verdicts."""
+def print_throughput(throughput: list[Throughput], args: argparse.Namespace) -> None:
+    """The backlog table: each run against the first (the baseline), each round's ratio, the first
+    batch, and the verifier's verdicts."""
     base = throughput[0]
-    print(f"\nthroughput, backlog of {base.records} records (maxOffsetsPerTrigger {max_offsets}, raw archive off)")
-    print(f"  {'':<38}{'records':>8}{'batches':>8}{'wall s':>8}{'rec/s':>9}{'steady rec/s':>14}{'vs baseline':>13}  verified")
+    print(f"\nthroughput, backlog of {base.records} records, shape {args.shape.name} (maxOffsetsPerTrigger "
+          f"{args.max_offsets}, raw archive {args.raw_archive}); the job's row is its median of {args.rounds} round(s)")  # fmt: skip
+    print(f"  {'':<46}{'records':>8}{'batches':>8}{'wall s':>8}{'rec/s':>9}{'steady rec/s':>14}{'vs baseline':>13}"
+          f"{'rounds x':>18}{'1st batch s':>12}  verified")  # fmt: skip
     for t in throughput:
         steady = f"{t.steady_per_s:,.0f}" if t.steady_per_s else "-"
-        print(f"  {t.name:<38}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
-              f"{t.per_s / base.per_s:>12.3f}x  {'yes' if t.verified else 'NO'}")  # fmt: skip
+        rounds = "/".join(f"{r / base.per_s:.2f}" for r in t.setup.get("rounds_per_s", [])) or "-"
+        first = "-" if t.first_batch_ms is None else f"{t.first_batch_ms / 1000:.1f}"
+        print(f"  {t.name:<46}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
+              f"{t.per_s / base.per_s:>12.3f}x{rounds:>18}{first:>12}  {'yes' if t.verified else 'NO'}")  # fmt: skip
     print("  verifier: " + "; ".join(f"{t.name}: {t.verdict}" for t in throughput))
+
+
+def summary_line(throughput: list[Throughput], live: list[Latency], args: argparse.Namespace) -> str | None:
+    """The one line the README's figures are copied from: the job's default operator on the
+    backlog against the baseline, and its p99 live, at the defaults the run used."""
+    default = JobConfig.operator
+    parts = []
+    job = [t for t in throughput[1:] if t.setup.get("operator") == default]
+    if job:
+        parts.append(f"{args.shape.name} backlog: {job[0].per_s / throughput[0].per_s:.2f}x the baseline "
+                     f"(median of {args.rounds} round(s), cap {args.max_offsets}, raw archive {args.raw_archive})")  # fmt: skip
+    lat = [x for x in live if x.name.split(", ")[1:2] == [default]]  # "job, <operator>[, archive...]"
+    if lat:
+        worst = max(x.p99_ms for x in lat)
+        parts.append(f"live p99 {worst / 1000:.1f} s at {args.rate:.0f} msg/s, trigger {args.trigger}"
+                     + (f" (worst of {len(lat)} runs)" if len(lat) > 1 else ""))  # fmt: skip
+    return f"{default}: " + "; ".join(parts) if parts else None
 
 
 def print_latency(live: list[Latency], args: argparse.Namespace) -> None:
@@ -807,16 +884,20 @@ def main() -> int:
     if sweep:
         print_sweep(sweep)
     if throughput:
-        print_throughput(throughput, args.max_offsets)
+        print_throughput(throughput, args)
     if cold:
         print("\ncold start, the first queries of a fresh Spark application (the warm-up; JVM, JIT, Python workers):")
         for t in cold:
-            print(f"  {t.name:<38}{t.records:>8} records in {t.wall_s:.1f}s")
+            first = "-" if t.first_batch_ms is None else f"{t.first_batch_ms / 1000:.1f}"
+            print(f"  {t.name:<46}{t.records:>8} records in {t.wall_s:.1f}s; first batch {first} s")
     if live:
         print_latency(live, args)
+    line = summary_line(throughput, live, args)
+    if line:
+        print(f"\nsummary: {line}")
     report = {
         "run": run, "cores": cores, "pyspark": pyspark.__version__,
-        "args": {**vars(args), "shapes": [x.name for x in args.shapes]},
+        "args": {**vars(args), "shapes": [x.name for x in args.shapes], "shape": args.shape.name}, "summary": line,
         "sweep": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in sweep],
         "throughput": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in throughput],
         "cold_start": [asdict(t) for t in cold],

@@ -121,3 +121,23 @@ def test_cap_rounds_alternate_both_caps_with_the_archive_in_the_sink(job_bench, 
     rows = job_bench.sweep_phase(None, None, None, "r1", args, operators)
     assert runs == [(100_000, False, False)] + [(100_000, True, True), (200_000, True, True)] * 2
     assert [r.setup["stage"] for r in rows[2:]] == ["cap 100k 1", "cap 200k 1", "cap 100k 2", "cap 200k 2"]
+
+
+def test_the_summary_line_takes_the_default_operators_median_round_and_its_worst_live_p99_only(job_bench):
+    import argparse
+
+    args = argparse.Namespace(shape=job_bench.FLEET, rounds=3, max_offsets=100_000, raw_archive="in-sink", rate=200.0,
+                              trigger="1 second")  # fmt: skip
+    rounds = [job_bench.Throughput("job, applyInPandasWithState", 100, s, setup={"operator": "applyInPandasWithState"})
+              for s in (2.0, 4.0, 2.5)]  # fmt: skip
+    other = job_bench.Throughput("job, x", 100, 0.5, setup={"operator": "applyInPandasWithState-by-partition"})
+    live = [job_bench.Latency(name, 1, 1, 1, 1, p99, 1) for name, p99 in (
+        ("job, applyInPandasWithState, archive", 2_400.0), ("job, applyInPandasWithState, archive", 3_100.0),
+        ("job, applyInPandasWithState-by-partition, archive", 9_000.0), ("baseline (1 Python process)", 600.0))]  # fmt: skip
+    base = job_bench.Throughput("baseline (1 Python process)", 100, 1.0)
+    line = job_bench.summary_line([base, job_bench.median_run(rounds), other], live, args)
+    assert line == (
+        "applyInPandasWithState: 50x20 backlog: 0.40x the baseline (median of 3 round(s), cap 100000, raw archive "
+        "in-sink); live p99 3.1 s at 200 msg/s, trigger 1 second (worst of 2 runs)"
+    )
+    assert job_bench.summary_line([base], [], args) is None

@@ -29,7 +29,7 @@ SessionCuts = Mapping[tuple[str, int, str], int]
 #: ``transformWithStateInPandas`` (4.0+) and the older ``applyInPandasWithState`` (3.4+).
 #: ``applyInPandasWithState-by-partition`` is the last with a different key: one call per Kafka
 #: partition and batch, which runs the same per-session function for each session of the
-#: partition (docs/decisions/0019-operator-keyed-by-partition.md).
+#: partition (docs/decisions/0023-operator-keyed-by-partition.md).
 Operator = Literal[
     "transformWithState", "transformWithStateInPandas", "applyInPandasWithState", "applyInPandasWithState-by-partition"
 ]
