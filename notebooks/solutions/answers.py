@@ -53,7 +53,7 @@ def ch01(ledger) -> int:
 #: Chapter 04: a worker or the master can go (the application keeps executors, or needs no master);
 #: Kafka and the object store are in every batch's path; the driver is the application.
 CH04 = {"worker-kill": "kept going", "broker-kill": "waited", "minio-pause": "waited", "master-kill": "kept going",
-        "driver-kill": "failed, restarted from the checkpoint"}  # fmt: skip
+        "driver-kill": "failed, restarted from the checkpoint"}
 
 
 #: Chapter 08: the repair plans from the lake when the checkpoint is gone.
