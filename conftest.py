@@ -30,8 +30,9 @@ def _hypothesis_profiles() -> None:
     ``HYPOTHESIS_PROFILE`` picks one by name."""
     from hypothesis import HealthCheck, settings
 
-    settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+    settings.register_profile(
+        "ci", derandomize=True, print_blob=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     settings.register_profile("dev", print_blob=True, deadline=None)  # two cores: timing is no verdict
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 

@@ -170,12 +170,28 @@ def _pipeline(settings: Settings, args) -> bool:
     lake = f"s3a://{settings.bucket}/demo/{run_id}"
     s3 = s3_target(settings)
     run_cfg = RunConfig(
-        ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=3, join=1, sessions=2,
-        rate=args.rate, duration=args.duration, snapshot_every=50, faults=tuple(parse_fault(f) for f in DEMO_FAULTS),
-        seed=args.seed, run_id=run_id, topic_prefix=prefix, s3=s3,
-    )  # fmt: skip
-    cfg = job_config(settings, output=lake, checkpoint=settings.checkpoint_root / "demo" / run_id, topic_prefix=prefix,
-                     policy=args.policy, trigger="3 seconds")  # fmt: skip
+        ledger=ledger,
+        bootstrap=settings.endpoints().kafka_bootstrap,
+        sites=3,
+        join=1,
+        sessions=2,
+        rate=args.rate,
+        duration=args.duration,
+        snapshot_every=50,
+        faults=tuple(parse_fault(f) for f in DEMO_FAULTS),
+        seed=args.seed,
+        run_id=run_id,
+        topic_prefix=prefix,
+        s3=s3,
+    )
+    cfg = job_config(
+        settings,
+        output=lake,
+        checkpoint=settings.checkpoint_root / "demo" / run_id,
+        topic_prefix=prefix,
+        policy=args.policy,
+        trigger="3 seconds",
+    )
 
     print(f"\n== 2. producers: run {run_id}, {run_cfg.sites} sites (+{run_cfg.join} joining), faults {', '.join(DEMO_FAULTS)}")
     print(f"   topics {prefix}*, ledger {ledger}")
@@ -215,8 +231,9 @@ def _pipeline(settings: Settings, args) -> bool:
             if result.error:  # type: ignore[attr-defined]
                 raise ProducerError(f"the producers of run {run_id} stopped early ({result.stopped}): {result.error}")  # type: ignore[attr-defined]
             print("   producers done:\n" + "\n".join("     " + line for line in result.text(sites=False).splitlines()))  # type: ignore[attr-defined]
-            pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix,
-                           progress=lambda m: print("   " + m))  # fmt: skip
+            pipeline.drain(
+                queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix, progress=lambda m: print("   " + m)
+            )
 
             print(f"\n== 4. verifying {lake} against the ledger")
             report = verify_lake(spark, ledger=ledger, lake=lake, policy=cfg.policy, s3=s3)

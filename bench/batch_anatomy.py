@@ -104,8 +104,9 @@ def main() -> int:
     settings = Settings.from_env()
     open_sandbox(settings).up()
     work = settings.scratch_dir("anatomy-")
-    ledger = produce(settings, work, f"an{uuid.uuid4().hex[:6]}-", seed=3, messages=args.messages,
-                     shape=FLEET if args.fleet else FEW)  # fmt: skip
+    ledger = produce(
+        settings, work, f"an{uuid.uuid4().hex[:6]}-", seed=3, messages=args.messages, shape=FLEET if args.fleet else FEW
+    )
     started = time.monotonic()
     spark = spark_session(settings, "batch-anatomy", extra=extra, progress=lambda _line: None)
     say(f"session {time.monotonic() - started:.1f}s")
@@ -114,26 +115,38 @@ def main() -> int:
     for n in range(1, args.queries + 1):
         # each query starts afresh (new checkpoint and lake) on the same backlog and application:
         # query 2's first batch is the first batch of a warm application
-        cfg = job_config(settings, f"anatomy-{uuid.uuid4().hex[:6]}", Path(ledger).parent.name + "-",
-                         trigger="available-now", max_offsets_per_trigger=args.cap, input_tasks=args.input_tasks,
-                         fetch_max_wait_ms=args.fetch_wait_ms)  # fmt: skip
+        cfg = job_config(
+            settings,
+            f"anatomy-{uuid.uuid4().hex[:6]}",
+            Path(ledger).parent.name + "-",
+            trigger="available-now",
+            max_offsets_per_trigger=args.cap,
+            input_tasks=args.input_tasks,
+            fetch_max_wait_ms=args.fetch_wait_ms,
+        )
         started = time.monotonic()
         queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
         pipeline.await_all(queries, timeout_s=1800)
         say(f"query {n} {time.monotonic() - started:.1f}s")
-        print(f"\n{'batch':>5} {'rows':>7} {'trigger':>8} {'addBatch':>8} {'planning':>8} {'latestOff':>9} {'wal':>5} "
-              f"{'commitOff':>9} {'updates':>8} {'stCommit':>8}   (ms)")  # fmt: skip
+        print(
+            f"\n{'batch':>5} {'rows':>7} {'trigger':>8} {'addBatch':>8} {'planning':>8} {'latestOff':>9} {'wal':>5} "
+            f"{'commitOff':>9} {'updates':>8} {'stCommit':>8}   (ms)"
+        )
         for p in queries[0].recentProgress:
             d, state = p["durationMs"], (p.get("stateOperators") or [{}])[0]
-            print(f"{p['batchId']:>5} {p['numInputRows']:>7} {d.get('triggerExecution', 0):>8} {d.get('addBatch', 0):>8} "
-                  f"{d.get('queryPlanning', 0):>8} {d.get('latestOffset', 0):>9} {d.get('walCommit', 0):>5} "
-                  f"{d.get('commitOffsets', 0):>9} {state.get('allUpdatesTimeMs', 0):>8} {state.get('commitTimeMs', 0):>8}")  # fmt: skip
+            print(
+                f"{p['batchId']:>5} {p['numInputRows']:>7} {d.get('triggerExecution', 0):>8} {d.get('addBatch', 0):>8} "
+                f"{d.get('queryPlanning', 0):>8} {d.get('latestOffset', 0):>9} {d.get('walCommit', 0):>5} "
+                f"{d.get('commitOffsets', 0):>9} {state.get('allUpdatesTimeMs', 0):>8} {state.get('commitTimeMs', 0):>8}"
+            )
     base = f"http://127.0.0.1:{spark.conf.get('spark.ui.port')}/api/v1/applications"
     app = get(base)[0]["id"]
     print("\nstages: span, then per task (executor, duration, deserialise, run) in ms")
     for stage in sorted(get(f"{base}/{app}/stages?details=true"), key=lambda s: s["stageId"]):
-        tasks = sorted((t["executorId"], t["duration"], t["taskMetrics"]["executorDeserializeTime"],
-                        t["taskMetrics"]["executorRunTime"]) for t in (stage.get("tasks") or {}).values())  # fmt: skip
+        tasks = sorted(
+            (t["executorId"], t["duration"], t["taskMetrics"]["executorDeserializeTime"], t["taskMetrics"]["executorRunTime"])
+            for t in (stage.get("tasks") or {}).values()
+        )
         span = f"{stage.get('submissionTime', '')[11:23]}..{stage.get('completionTime', '')[11:23]}"
         print(f"stage {stage['stageId']:>3} {span} {stage['name'][:40]:40} {tasks}")
     spark.stop()

@@ -53,13 +53,34 @@ def one_application(args: argparse.Namespace) -> dict:
     started = time.monotonic()
     spark = spark_session(settings, f"jit-{settings.spark_jit}", progress=lambda _line: None)
     session_s = time.monotonic() - started
-    start = run_job_backlog(spark, settings, OPERATOR, Path(small).parent.name + "-", small, max_offsets=500,
-                            tag=f"jit-{uuid.uuid4().hex[:8]}", verify=False)  # fmt: skip
-    out = {"mode": settings.spark_jit, "session_s": round(session_s, 2), "first_batch_ms": start.first_batch_ms,
-           "later_batch_median_ms": start.steady_median_ms, "fleet_s": []}  # fmt: skip
+    start = run_job_backlog(
+        spark,
+        settings,
+        OPERATOR,
+        Path(small).parent.name + "-",
+        small,
+        max_offsets=500,
+        tag=f"jit-{uuid.uuid4().hex[:8]}",
+        verify=False,
+    )
+    out = {
+        "mode": settings.spark_jit,
+        "session_s": round(session_s, 2),
+        "first_batch_ms": start.first_batch_ms,
+        "later_batch_median_ms": start.steady_median_ms,
+        "fleet_s": [],
+    }
     for _run in range(args.fleet_runs):
-        t = run_job_backlog(spark, settings, OPERATOR, args.fleet_prefix, args.fleet_ledger, max_offsets=100_000,
-                            tag=f"jit-{uuid.uuid4().hex[:8]}", verify=False)  # fmt: skip
+        t = run_job_backlog(
+            spark,
+            settings,
+            OPERATOR,
+            args.fleet_prefix,
+            args.fleet_ledger,
+            max_offsets=100_000,
+            tag=f"jit-{uuid.uuid4().hex[:8]}",
+            verify=False,
+        )
         out["fleet_s"].append(round(t.wall_s, 1))
     spark.stop()
     return out
@@ -96,9 +117,23 @@ def main() -> int:
     results = []
     for round_ in range(args.rounds):
         for mode in MODES:
-            argv = [sys.executable, __file__, "--child", "--work", str(work), "--prefix", f"jit{run}-",
-                    "--fleet-prefix", fleet_prefix, "--fleet-ledger", fleet_ledger, "--fleet-runs", str(args.fleet_runs),
-                    "--small", str(args.small)]  # fmt: skip
+            argv = [
+                sys.executable,
+                __file__,
+                "--child",
+                "--work",
+                str(work),
+                "--prefix",
+                f"jit{run}-",
+                "--fleet-prefix",
+                fleet_prefix,
+                "--fleet-ledger",
+                fleet_ledger,
+                "--fleet-runs",
+                str(args.fleet_runs),
+                "--small",
+                str(args.small),
+            ]
             done = subprocess.run(argv, env={**os.environ, "OSL_SPARK_JIT": mode}, capture_output=True, text=True, timeout=1800)
             line = next((x for x in done.stdout.splitlines() if x.startswith("JIT-RESULT ")), None)
             if done.returncode != 0 or line is None:
@@ -108,13 +143,19 @@ def main() -> int:
                 return 1
             result = json.loads(line.removeprefix("JIT-RESULT ")) | {"round": round_ + 1}
             results.append(result)
-            say(f"round {round_ + 1}, {mode}: session {result['session_s']:.1f}s, first batch {result['first_batch_ms'] / 1000:.1f}s, "
+            say(
+                f"round {round_ + 1}, {mode}: session {result['session_s']:.1f}s, first batch {result['first_batch_ms'] / 1000:.1f}s, "
                 f"later batches {result['later_batch_median_ms'] / 1000:.2f}s; fleet runs "
-                + ", ".join(f"{s:.1f}s ({baseline.wall_s / s:.2f}x)" for s in result["fleet_s"]))  # fmt: skip
+                + ", ".join(f"{s:.1f}s ({baseline.wall_s / s:.2f}x)" for s in result["fleet_s"])
+            )
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"jit-r{run}.json"
-    path.write_text(json.dumps({"baseline_s": baseline.wall_s, "baseline_per_s": baseline.per_s, "messages": args.messages,
-                                "results": results}, indent=1))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {"baseline_s": baseline.wall_s, "baseline_per_s": baseline.per_s, "messages": args.messages, "results": results},
+            indent=1,
+        )
+    )
     print(f"\n{'mode':8} {'round':>5} {'session s':>10} {'1st batch s':>12} {'later s':>8}  fleet runs (s, x baseline)")
     for r in results:
         fleet = ", ".join(f"{s:.1f} ({baseline.wall_s / s:.2f}x)" for s in r["fleet_s"])

@@ -163,8 +163,17 @@ FEW = Shape(4, 2)
 FLEET = Shape(50, 20)
 
 
-def produce(settings, work: Path, prefix: str, *, seed: int, messages: int | None = None,
-            rate: float = 50_000.0, duration: float = 3600.0, shape: Shape = FEW) -> str:  # fmt: skip
+def produce(
+    settings,
+    work: Path,
+    prefix: str,
+    *,
+    seed: int,
+    messages: int | None = None,
+    rate: float = 50_000.0,
+    duration: float = 3600.0,
+    shape: Shape = FEW,
+) -> str:
     """Run the producers without faults; ``messages`` fixes the total, otherwise rate x duration."""
     from producers.runner import RunConfig, Runner
 
@@ -172,9 +181,16 @@ def produce(settings, work: Path, prefix: str, *, seed: int, messages: int | Non
     ledger = str(work / prefix.strip("-") / "ledger")
     length = max(10, messages // (sites * sessions) - 1) if messages else None
     cfg = RunConfig(
-        ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=sites, sessions=sessions,
-        rate=rate, duration=duration, session_length=length, seed=seed, topic_prefix=prefix,
-    )  # fmt: skip
+        ledger=ledger,
+        bootstrap=settings.endpoints().kafka_bootstrap,
+        sites=sites,
+        sessions=sessions,
+        rate=rate,
+        duration=duration,
+        session_length=length,
+        seed=seed,
+        topic_prefix=prefix,
+    )
     summary = Runner(cfg).run()
     if summary.stopped not in ("completed", "duration") or summary.outcomes.get("ok", 0) == 0:
         raise RuntimeError(f"the producers did not finish cleanly: {summary.text()}")
@@ -187,10 +203,14 @@ def ledger_ok(ledger: str) -> pd.DataFrame:
 
     frame = read_ledger(ledger)
     frame = frame[frame["outcome"] == "ok"]
-    return pd.DataFrame({
-        "topic": frame["topic"].astype(str), "partition": frame["partition"].astype("int64"),
-        "offset": frame["offset"].astype("int64"), "ts": frame["ts"].astype("int64"),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "topic": frame["topic"].astype(str),
+            "partition": frame["partition"].astype("int64"),
+            "offset": frame["offset"].astype("int64"),
+            "ts": frame["ts"].astype("int64"),
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- runs
@@ -204,8 +224,14 @@ def run_baseline_backlog(settings, prefix: str, ledger: str) -> Throughput:
     bootstrap = settings.endpoints().kafka_bootstrap
     result = run_baseline(BaselineConfig(bootstrap=bootstrap, topic_prefix=prefix, end_offsets=end_offsets(bootstrap, prefix)))
     report = check(read_ledger(ledger), result.rows, result.quarantine, result.sessions, policy="resync")
-    return Throughput("baseline (1 Python process)", result.records, result.elapsed_s, result.batches,
-                      verified=report.ok, verdict=_verdict(report))  # fmt: skip
+    return Throughput(
+        "baseline (1 Python process)",
+        result.records,
+        result.elapsed_s,
+        result.batches,
+        verified=report.ok,
+        verdict=_verdict(report),
+    )
 
 
 def run_baseline_median(settings, prefix: str, ledger: str, runs: int) -> Throughput:
@@ -234,9 +260,13 @@ def job_config(settings, name: str, prefix: str, **overrides):
 
     given = {k: v for k, v in overrides.items() if v is not None or k == "max_offsets_per_trigger"}
     return sandbox_job_config(
-        settings, output=f"s3a://{settings.bucket}/bench/{name}", checkpoint=settings.checkpoint_root / "bench" / name,
-        topic_prefix=prefix, name=name, **{"raw_archive": False, **given},
-    )  # fmt: skip
+        settings,
+        output=f"s3a://{settings.bucket}/bench/{name}",
+        checkpoint=settings.checkpoint_root / "bench" / name,
+        topic_prefix=prefix,
+        name=name,
+        **{"raw_archive": False, **given},
+    )
 
 
 #: Spark's per-batch durations the sweep reports (``StreamingQueryProgress.durationMs``), and
@@ -263,11 +293,25 @@ def batch_parts(progress: list[dict]) -> dict[str, float]:
 TRACK_ROWS = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 
-def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *, max_offsets: int | None, tag: str,
-                    verify: bool = True, partitions: int | None = None, raw: bool = False,
-                    fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                    input_tasks: int | None = None, layout: tuple[str, ...] | None = None,
-                    sink_writers: int | None = None) -> Throughput:  # fmt: skip
+def run_job_backlog(
+    spark,
+    settings,
+    operator: str,
+    prefix: str,
+    ledger: str,
+    *,
+    max_offsets: int | None,
+    tag: str,
+    verify: bool = True,
+    partitions: int | None = None,
+    raw: bool = False,
+    fetch_wait_ms: int | None = None,
+    track_rows: bool = True,
+    raw_in_sink: bool = False,
+    input_tasks: int | None = None,
+    layout: tuple[str, ...] | None = None,
+    sink_writers: int | None = None,
+) -> Throughput:
     """The job on the backlog from the earliest offset, available-now; ``partitions`` is the job's
     ``state_partitions`` (None: its default; a fresh checkpoint keeps it), ``raw`` runs the raw
     archive too, ``track_rows=False`` sets :data:`TRACK_ROWS` off for this run's queries,
@@ -276,15 +320,26 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     from job.spark import pipeline
     from job.verify.lake_check import verify_lake
 
-    cfg = job_config(settings, f"{tag}-{operator}", prefix, operator=operator, trigger="available-now",
-                     max_offsets_per_trigger=max_offsets, raw_archive=raw, fetch_max_wait_ms=fetch_wait_ms,
-                     state_partitions=partitions, input_tasks=input_tasks, sink_writers=sink_writers)  # fmt: skip
+    cfg = job_config(
+        settings,
+        f"{tag}-{operator}",
+        prefix,
+        operator=operator,
+        trigger="available-now",
+        max_offsets_per_trigger=max_offsets,
+        raw_archive=raw,
+        fetch_max_wait_ms=fetch_wait_ms,
+        state_partitions=partitions,
+        input_tasks=input_tasks,
+        sink_writers=sink_writers,
+    )
     started = time.monotonic()
     if not track_rows:
         spark.conf.set(TRACK_ROWS, "false")  # read when the query's state stores open
     try:
-        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap, raw_in_sink=raw_in_sink,
-                                 partition_by=layout)  # fmt: skip
+        queries = pipeline.start(
+            spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap, raw_in_sink=raw_in_sink, partition_by=layout
+        )
         for query in queries:
             query.awaitTermination()
     finally:
@@ -298,16 +353,27 @@ def run_job_backlog(spark, settings, operator: str, prefix: str, ledger: str, *,
     steady = batches[1:]
     steady_ms = sorted(p["durationMs"]["triggerExecution"] for p in steady)
     out = Throughput(
-        f"job, {operator}", sum(p["numInputRows"] for p in batches), wall, len(batches),
-        sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
-        setup={"operator": operator, "cap": max_offsets, "partitions": cfg.state_partitions,
-               "raw": ("in sink" if raw_in_sink else "query") if raw else False,
-               "fetch_wait_ms": cfg.fetch_max_wait_ms, "track_rows": track_rows, "input_tasks": cfg.input_tasks,
-               "layout": list(layout or lake.SINK_PARTITIONS), "sink_writers": cfg.sink_writers},
+        f"job, {operator}",
+        sum(p["numInputRows"] for p in batches),
+        wall,
+        len(batches),
+        sum(p["numInputRows"] for p in steady),
+        sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000,
+        setup={
+            "operator": operator,
+            "cap": max_offsets,
+            "partitions": cfg.state_partitions,
+            "raw": ("in sink" if raw_in_sink else "query") if raw else False,
+            "fetch_wait_ms": cfg.fetch_max_wait_ms,
+            "track_rows": track_rows,
+            "input_tasks": cfg.input_tasks,
+            "layout": list(layout or lake.SINK_PARTITIONS),
+            "sink_writers": cfg.sink_writers,
+        },
         parts_ms=batch_parts(steady or batches),
         first_batch_ms=batches[0]["durationMs"]["triggerExecution"] if batches else None,
         steady_median_ms=steady_ms[len(steady_ms) // 2] if steady_ms else None,
-    )  # fmt: skip
+    )
     if verify:
         report = verify_lake(spark, ledger=ledger, lake=cfg.output, policy=cfg.policy)
         out.verified, out.verdict = report.ok, _verdict(report)
@@ -319,14 +385,34 @@ def batches_with_input(query) -> list[dict]:
     return [p for p in query.recentProgress if p["numInputRows"] > 0]
 
 
-def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, seed: int, rate: float, duration: float,
-                 trigger: str, tag: str, input_tasks: int | None = None, archive: bool = False,
-                 shape: Shape = FEW) -> Latency:  # fmt: skip
+def run_job_live(
+    spark,
+    settings,
+    work: Path,
+    prefix: str,
+    *,
+    operator: str,
+    seed: int,
+    rate: float,
+    duration: float,
+    trigger: str,
+    tag: str,
+    input_tasks: int | None = None,
+    archive: bool = False,
+    shape: Shape = FEW,
+) -> Latency:
     """The job live at ``rate``; ``archive``: with the raw archive in the sink, as the job runs by default."""
     from job.spark import pipeline
 
-    cfg = job_config(settings, f"{tag}-live-{operator}", prefix, trigger=trigger, operator=operator, input_tasks=input_tasks,
-                     raw_archive=archive)  # fmt: skip
+    cfg = job_config(
+        settings,
+        f"{tag}-live-{operator}",
+        prefix,
+        trigger=trigger,
+        operator=operator,
+        input_tasks=input_tasks,
+        raw_archive=archive,
+    )
     bootstrap = settings.endpoints().kafka_bootstrap
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
     deadline = time.monotonic() + 120
@@ -351,8 +437,9 @@ def run_job_live(spark, settings, work: Path, prefix: str, *, operator: str, see
     return out
 
 
-def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: float, duration: float,
-                      shape: Shape = FEW) -> Latency:  # fmt: skip
+def run_baseline_live(
+    settings, work: Path, prefix: str, *, seed: int, rate: float, duration: float, shape: Shape = FEW
+) -> Latency:
     from job.baseline import BaselineConfig, run_baseline
 
     seen: list[tuple[str, int, int, int]] = []
@@ -362,8 +449,9 @@ def run_baseline_live(settings, work: Path, prefix: str, *, seed: int, rate: flo
         seen.extend((r.topic, r.partition, r.offset, now) for r in records)
 
     result: dict[str, object] = {}
-    config = BaselineConfig(bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix, idle_s=10.0,
-                            deadline_s=duration + 300)  # fmt: skip
+    config = BaselineConfig(
+        bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix, idle_s=10.0, deadline_s=duration + 300
+    )
     consumer = threading.Thread(target=lambda: result.update(r=run_baseline(config, on_batch=on_batch)), daemon=True)
     consumer.start()
     say(f"baseline consuming; producing {rate:.0f} msg/s for {duration:.0f}s")
@@ -596,8 +684,20 @@ def warm_up(spark, settings, work: Path, run: str, args: argparse.Namespace, ope
     prefix = f"bench-{run}-w-"
     ledger = produce(settings, work, prefix, seed=args.seed, messages=800)
     for operator in operators:
-        cold.append(run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=WARM_UP_CAP,
-                                    tag=f"{run}-warm", verify=False, raw=True, raw_in_sink=True))  # fmt: skip
+        cold.append(
+            run_job_backlog(
+                spark,
+                settings,
+                operator,
+                prefix,
+                ledger,
+                max_offsets=WARM_UP_CAP,
+                tag=f"{run}-warm",
+                verify=False,
+                raw=True,
+                raw_in_sink=True,
+            )
+        )
         say(f"  {operator}: {cold[-1].wall_s:.1f}s")
     return cold
 
@@ -617,11 +717,22 @@ def backlog_phase(spark, settings, work: Path, run: str, args: argparse.Namespac
     for n in range(1, args.rounds + 1):
         for operator in operators:
             say(f"backlog: job with {operator}" + (f", round {n} of {args.rounds}" if args.rounds > 1 else ""))
-            t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=args.max_offsets, tag=f"{run}-r{n}",
-                                raw=raw, raw_in_sink=raw)  # fmt: skip
+            t = run_job_backlog(
+                spark,
+                settings,
+                operator,
+                prefix,
+                ledger,
+                max_offsets=args.max_offsets,
+                tag=f"{run}-r{n}",
+                raw=raw,
+                raw_in_sink=raw,
+            )
             runs[operator].append(t)
-            say(f"  {t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), first batch "
-                f"{(t.first_batch_ms or 0) / 1000:.1f} s; {t.verdict}")  # fmt: skip
+            say(
+                f"  {t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), first batch "
+                f"{(t.first_batch_ms or 0) / 1000:.1f} s; {t.verdict}"
+            )
     return [base, *(median_run(r) for r in runs.values())]
 
 
@@ -654,24 +765,59 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         say(f"  baseline: {base.per_s:,.0f} records/s (median of {base.setup['runs_per_s']}); {base.verdict}")
         done: dict[tuple, Throughput] = {}
 
-        def one(stage: str, operator: str, cap: int | None, partitions: int, raw: bool = False,
-                fetch_wait_ms: int | None = None, track_rows: bool = True, raw_in_sink: bool = False,
-                input_tasks: int | None = None, layout: tuple[str, ...] | None = None,
-                sink_writers: int | None = None) -> Throughput:  # fmt: skip
-            key = (stage if stage.startswith(ROUND_LABELS) else "", operator, cap, partitions, raw, fetch_wait_ms, track_rows,
-                   raw_in_sink, input_tasks, layout, sink_writers)  # fmt: skip
+        def one(
+            stage: str,
+            operator: str,
+            cap: int | None,
+            partitions: int,
+            raw: bool = False,
+            fetch_wait_ms: int | None = None,
+            track_rows: bool = True,
+            raw_in_sink: bool = False,
+            input_tasks: int | None = None,
+            layout: tuple[str, ...] | None = None,
+            sink_writers: int | None = None,
+        ) -> Throughput:
+            key = (
+                stage if stage.startswith(ROUND_LABELS) else "",
+                operator,
+                cap,
+                partitions,
+                raw,
+                fetch_wait_ms,
+                track_rows,
+                raw_in_sink,
+                input_tasks,
+                layout,
+                sink_writers,
+            )
             if key not in done:
-                t = run_job_backlog(spark, settings, operator, prefix, ledger, max_offsets=cap, partitions=partitions, raw=raw,
-                                    fetch_wait_ms=fetch_wait_ms, track_rows=track_rows, raw_in_sink=raw_in_sink,
-                                    input_tasks=input_tasks, layout=layout, sink_writers=sink_writers,
-                                    tag=f"{run}-s{s_index}-{len(done)}")  # fmt: skip
+                t = run_job_backlog(
+                    spark,
+                    settings,
+                    operator,
+                    prefix,
+                    ledger,
+                    max_offsets=cap,
+                    partitions=partitions,
+                    raw=raw,
+                    fetch_wait_ms=fetch_wait_ms,
+                    track_rows=track_rows,
+                    raw_in_sink=raw_in_sink,
+                    input_tasks=input_tasks,
+                    layout=layout,
+                    sink_writers=sink_writers,
+                    tag=f"{run}-s{s_index}-{len(done)}",
+                )
                 t.setup.update(shape=shape.name, stage=stage)
                 done[key] = t
                 out.append(t)
-                say(f"  {stage:<10} {operator:<27} cap {cap or 'none':>6} partitions {partitions} raw {t.setup['raw'] or 'off'} "
+                say(
+                    f"  {stage:<10} {operator:<27} cap {cap or 'none':>6} partitions {partitions} raw {t.setup['raw'] or 'off'} "
                     f"fetch wait {t.setup['fetch_wait_ms']} ms input tasks {t.setup['input_tasks'] or 'one per partition'}: "
                     f"{t.per_s:,.0f} records/s ({t.per_s / base.per_s:.2f}x baseline), {t.batches} batches, "
-                    f"{t.parts_ms.get('triggerExecution', 0) / 1000:.1f} s/batch; {t.verdict}")  # fmt: skip
+                    f"{t.parts_ms.get('triggerExecution', 0) / 1000:.1f} s/batch; {t.verdict}"
+                )
             return done[key]
 
         def best(runs: list[Throughput]) -> Throughput:
@@ -707,29 +853,33 @@ IN_SINK = {"raw": True, "raw_in_sink": True}
 #: -> (what a round alternates, for --help; each variant's stage label and its arguments of the
 #: sweep's run, from the state partitions the stages chose).
 ROUNDS: dict[str, tuple[str, list[tuple[str, Callable[[int], dict]]]]] = {
-    "raw": ("the raw archive off / as a second query / in the sink",
-            [("round", lambda _: {}), ("round", lambda _: {"raw": True}),
-             ("round", lambda _: IN_SINK)]),
-    "input": ("the Kafka read in one task per partition / coalesced to the state partitions' count "
-              "(JobConfig.input_tasks)",
-              [("input", lambda _: {"input_tasks": 0}), ("input", lambda parts: {"input_tasks": parts})]),
-    "layout": ("the lake with a folder per topic under each output (the layout before lake.SINK_PARTITIONS) / "
-               "a folder per output",
-               [("topic dirs", lambda _: {"layout": TOPIC_FOLDERS}),
-                ("output dirs", lambda _: {"layout": lake.SINK_PARTITIONS})]),
-    "writers": ("the sink's rows sorted by output before they are written / written as they come, one open file "
-                "per output folder (JobConfig.sink_writers 0 / 4), the raw archive in the sink",
-                [("open files", lambda _: {**IN_SINK, "sink_writers": 4}),
-                 ("sorted", lambda _: {**IN_SINK, "sink_writers": 0})]),
-    "wait": ("the executors' Kafka fetch.max.wait.ms at 10 ms / 1 ms (JobConfig.fetch_max_wait_ms), the raw archive "
-             "in the sink",
-             [("wait 10", lambda _: {**IN_SINK, "fetch_wait_ms": 10}),
-              ("wait 1", lambda _: {**IN_SINK, "fetch_wait_ms": 1})]),
-    "cap": ("the batch cap at 100,000 / 200,000 records (JobConfig.max_offsets_per_trigger), the raw archive in the "
-            "sink; a backlog of 400,000 (--messages) gives both caps more than one batch",
-            [("cap 100k", lambda _: {**IN_SINK, "cap": 100_000}),
-             ("cap 200k", lambda _: {**IN_SINK, "cap": 200_000})]),
-}  # fmt: skip
+    "raw": (
+        "the raw archive off / as a second query / in the sink",
+        [("round", lambda _: {}), ("round", lambda _: {"raw": True}), ("round", lambda _: IN_SINK)],
+    ),
+    "input": (
+        "the Kafka read in one task per partition / coalesced to the state partitions' count (JobConfig.input_tasks)",
+        [("input", lambda _: {"input_tasks": 0}), ("input", lambda parts: {"input_tasks": parts})],
+    ),
+    "layout": (
+        "the lake with a folder per topic under each output (the layout before lake.SINK_PARTITIONS) / a folder per output",
+        [("topic dirs", lambda _: {"layout": TOPIC_FOLDERS}), ("output dirs", lambda _: {"layout": lake.SINK_PARTITIONS})],
+    ),
+    "writers": (
+        "the sink's rows sorted by output before they are written / written as they come, one open file "
+        "per output folder (JobConfig.sink_writers 0 / 4), the raw archive in the sink",
+        [("open files", lambda _: {**IN_SINK, "sink_writers": 4}), ("sorted", lambda _: {**IN_SINK, "sink_writers": 0})],
+    ),
+    "wait": (
+        "the executors' Kafka fetch.max.wait.ms at 10 ms / 1 ms (JobConfig.fetch_max_wait_ms), the raw archive in the sink",
+        [("wait 10", lambda _: {**IN_SINK, "fetch_wait_ms": 10}), ("wait 1", lambda _: {**IN_SINK, "fetch_wait_ms": 1})],
+    ),
+    "cap": (
+        "the batch cap at 100,000 / 200,000 records (JobConfig.max_offsets_per_trigger), the raw archive in the "
+        "sink; a backlog of 400,000 (--messages) gives both caps more than one batch",
+        [("cap 100k", lambda _: {**IN_SINK, "cap": 100_000}), ("cap 200k", lambda _: {**IN_SINK, "cap": 200_000})],
+    ),
+}
 #: Their stage labels: a round's run is never taken for an earlier stage's run of the same setup.
 ROUND_LABELS = tuple(label for _, variants in ROUNDS.values() for label, _ in variants)
 
@@ -749,40 +899,68 @@ def print_sweep(rows: list[Throughput]) -> None:
     for t in rows:
         if t.setup.get("stage") == "baseline":
             base = t
-            print(f"  {t.setup['shape']:<7}{'baseline':<15}{'1 Python process':<27}{'':>7}{'':>6}{'':>8}{'':>5}{'':>4}{t.batches:>8}"
-                  f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}{1:>6.2f}{'':>7}{'':>7}{'':>6}{'':>9}{'':>6}{'':>7}{'':>7}  "
-                  f"{'yes' if t.verified else 'NO'}")  # fmt: skip
+            print(
+                f"  {t.setup['shape']:<7}{'baseline':<15}{'1 Python process':<27}{'':>7}{'':>6}{'':>8}{'':>5}{'':>4}{t.batches:>8}"
+                f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}{1:>6.2f}{'':>7}{'':>7}{'':>6}{'':>9}{'':>6}{'':>7}{'':>7}  "
+                f"{'yes' if t.verified else 'NO'}"
+            )
             if len(t.setup.get("runs_per_s", [])) > 1:
-                print(f"  {'':<7}{'':<15}(the median of {len(t.setup['runs_per_s'])} runs: "
-                      f"{', '.join(f'{r:,}' for r in t.setup['runs_per_s'])} records/s)")  # fmt: skip
+                print(
+                    f"  {'':<7}{'':<15}(the median of {len(t.setup['runs_per_s'])} runs: "
+                    f"{', '.join(f'{r:,}' for r in t.setup['runs_per_s'])} records/s)"
+                )
             continue
         m = t.parts_ms
         ratio = t.per_s / base.per_s if base else float("nan")
-        print(f"  {t.setup['shape']:<7}{t.setup['stage']:<15}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
-              f"{t.setup['partitions']:>6}{t.setup['raw'] or 'off':>8}{t.setup['fetch_wait_ms']:>5}{t.setup.get('input_tasks') or 'p':>4}{t.batches:>8}"
-              f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}"
-              f"{ratio:>6.2f}{m.get('triggerExecution', 0):>7.0f}{m.get('latestOffset', 0):>7.0f}{m.get('queryPlanning', 0):>6.0f}"
-              f"{m.get('addBatch', 0):>9.0f}{m.get('walCommit', 0):>6.0f}{m.get('commitOffsets', 0):>7.0f}{m.get('stateCommit', 0):>7.0f}"
-              f"  {'yes' if t.verified else 'NO'}")  # fmt: skip
+        print(
+            f"  {t.setup['shape']:<7}{t.setup['stage']:<15}{t.setup['operator']:<27}{t.setup['cap'] or 'none':>7}"
+            f"{t.setup['partitions']:>6}{t.setup['raw'] or 'off':>8}{t.setup['fetch_wait_ms']:>5}{t.setup.get('input_tasks') or 'p':>4}{t.batches:>8}"
+            f"{t.wall_s:>8.1f}{t.per_s:>8,.0f}"
+            f"{ratio:>6.2f}{m.get('triggerExecution', 0):>7.0f}{m.get('latestOffset', 0):>7.0f}{m.get('queryPlanning', 0):>6.0f}"
+            f"{m.get('addBatch', 0):>9.0f}{m.get('walCommit', 0):>6.0f}{m.get('commitOffsets', 0):>7.0f}{m.get('stateCommit', 0):>7.0f}"
+            f"  {'yes' if t.verified else 'NO'}"
+        )
 
 
 def live_phase(spark, settings, work: Path, run: str, args: argparse.Namespace, operators: list[str]) -> list[Latency]:
     """The live phase: the job once per operator, then the baseline last (the ratios' reference)."""
     live: list[Latency] = []
-    runs = [(o, tasks, archive) for _ in range(args.live_rounds) for o in operators for tasks in args.live_input_tasks
-            for archive in args.live_archive]  # fmt: skip
+    runs = [
+        (o, tasks, archive)
+        for _ in range(args.live_rounds)
+        for o in operators
+        for tasks in args.live_input_tasks
+        for archive in args.live_archive
+    ]
     for n, (operator, tasks, archive) in enumerate(runs):
         say(
             f"live: job with {operator}, trigger {args.trigger}"
             + ("" if tasks is None else f", input tasks {tasks}")
             + (", the raw archive in the sink" if archive else "")
         )
-        live.append(run_job_live(spark, settings, work, f"bench-{run}-l{n}-", operator=operator, seed=args.seed + 1,
-                                 rate=args.rate, duration=args.duration, trigger=args.trigger, tag=f"{run}-{n}",
-                                 input_tasks=tasks, archive=archive, shape=args.shape))  # fmt: skip
+        live.append(
+            run_job_live(
+                spark,
+                settings,
+                work,
+                f"bench-{run}-l{n}-",
+                operator=operator,
+                seed=args.seed + 1,
+                rate=args.rate,
+                duration=args.duration,
+                trigger=args.trigger,
+                tag=f"{run}-{n}",
+                input_tasks=tasks,
+                archive=archive,
+                shape=args.shape,
+            )
+        )
     say("live: baseline")
-    live.append(run_baseline_live(settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration,
-                                  shape=args.shape))  # fmt: skip
+    live.append(
+        run_baseline_live(
+            settings, work, f"bench-{run}-lb-", seed=args.seed + 1, rate=args.rate, duration=args.duration, shape=args.shape
+        )
+    )
     return live
 
 
@@ -790,16 +968,22 @@ def print_throughput(throughput: list[Throughput], args: argparse.Namespace) -> 
     """The backlog table: each run against the first (the baseline), each round's ratio, the first
     batch, and the verifier's verdicts."""
     base = throughput[0]
-    print(f"\nthroughput, backlog of {base.records} records, shape {args.shape.name} (maxOffsetsPerTrigger "
-          f"{args.max_offsets}, raw archive {args.raw_archive}); the job's row is its median of {args.rounds} round(s)")  # fmt: skip
-    print(f"  {'':<46}{'records':>8}{'batches':>8}{'wall s':>8}{'rec/s':>9}{'steady rec/s':>14}{'vs baseline':>13}"
-          f"{'rounds x':>18}{'1st batch s':>12}  verified")  # fmt: skip
+    print(
+        f"\nthroughput, backlog of {base.records} records, shape {args.shape.name} (maxOffsetsPerTrigger "
+        f"{args.max_offsets}, raw archive {args.raw_archive}); the job's row is its median of {args.rounds} round(s)"
+    )
+    print(
+        f"  {'':<46}{'records':>8}{'batches':>8}{'wall s':>8}{'rec/s':>9}{'steady rec/s':>14}{'vs baseline':>13}"
+        f"{'rounds x':>18}{'1st batch s':>12}  verified"
+    )
     for t in throughput:
         steady = f"{t.steady_per_s:,.0f}" if t.steady_per_s else "-"
         rounds = "/".join(f"{r / base.per_s:.2f}" for r in t.setup.get("rounds_per_s", [])) or "-"
         first = "-" if t.first_batch_ms is None else f"{t.first_batch_ms / 1000:.1f}"
-        print(f"  {t.name:<46}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
-              f"{t.per_s / base.per_s:>12.3f}x{rounds:>18}{first:>12}  {'yes' if t.verified else 'NO'}")  # fmt: skip
+        print(
+            f"  {t.name:<46}{t.records:>8}{t.batches:>8}{t.wall_s:>8.1f}{t.per_s:>9,.0f}{steady:>14}"
+            f"{t.per_s / base.per_s:>12.3f}x{rounds:>18}{first:>12}  {'yes' if t.verified else 'NO'}"
+        )
     print("  verifier: " + "; ".join(f"{t.name}: {t.verdict}" for t in throughput))
 
 
@@ -810,13 +994,17 @@ def summary_line(throughput: list[Throughput], live: list[Latency], args: argpar
     parts = []
     job = [t for t in throughput[1:] if t.setup.get("operator") == default]
     if job:
-        parts.append(f"{args.shape.name} backlog: {job[0].per_s / throughput[0].per_s:.2f}x the baseline "
-                     f"(median of {args.rounds} round(s), cap {args.max_offsets}, raw archive {args.raw_archive})")  # fmt: skip
+        parts.append(
+            f"{args.shape.name} backlog: {job[0].per_s / throughput[0].per_s:.2f}x the baseline "
+            f"(median of {args.rounds} round(s), cap {args.max_offsets}, raw archive {args.raw_archive})"
+        )
     lat = [x for x in live if x.name.split(", ")[1:2] == [default]]  # "job, <operator>[, archive...]"
     if lat:
         worst = max(x.p99_ms for x in lat)
-        parts.append(f"live p99 {worst / 1000:.1f} s at {args.rate:.0f} msg/s, trigger {args.trigger}"
-                     + (f" (worst of {len(lat)} runs)" if len(lat) > 1 else ""))  # fmt: skip
+        parts.append(
+            f"live p99 {worst / 1000:.1f} s at {args.rate:.0f} msg/s, trigger {args.trigger}"
+            + (f" (worst of {len(lat)} runs)" if len(lat) > 1 else "")
+        )
     return f"{default}: " + "; ".join(parts) if parts else None
 
 
@@ -825,14 +1013,18 @@ def print_latency(live: list[Latency], args: argparse.Namespace) -> None:
     job's batch durations, which with the trigger set its tail (see the note printed under it)."""
     print(f"\nlatency, event time -> output visible, {args.rate:.0f} msg/s for {args.duration:.0f}s (job trigger {args.trigger})")
     steady_head = f"p99 after {STEADY_AFTER_S:.0f}s"
-    print(f"  {'':<38}{'records':>8}{'measured':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}{steady_head:>16}"
-          f"{'p50 vs baseline':>17}{'batch p50/p90/max ms':>23}")  # fmt: skip
+    print(
+        f"  {'':<38}{'records':>8}{'measured':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}{steady_head:>16}"
+        f"{'p50 vs baseline':>17}{'batch p50/p90/max ms':>23}"
+    )
     base_p50 = live[-1].p50_ms
     for lat in live:
         steady = "-" if lat.p99_steady_ms is None else f"{lat.p99_steady_ms:.0f}"
         batches = "-" if not lat.batch_ms else "/".join(f"{lat.batch_percentile(q):.0f}" for q in (50, 90, 100))
-        print(f"  {lat.name:<38}{lat.records:>8}{lat.measured:>9}{lat.p50_ms:>9.0f}{lat.p90_ms:>9.0f}{lat.p99_ms:>9.0f}"
-              f"{lat.max_ms:>9.0f}{steady:>16}{lat.p50_ms / max(base_p50, 1e-9):>16.1f}x{batches:>23}")  # fmt: skip
+        print(
+            f"  {lat.name:<38}{lat.records:>8}{lat.measured:>9}{lat.p50_ms:>9.0f}{lat.p90_ms:>9.0f}{lat.p99_ms:>9.0f}"
+            f"{lat.max_ms:>9.0f}{steady:>16}{lat.p50_ms / max(base_p50, 1e-9):>16.1f}x{batches:>23}"
+        )
     print("  (job: when the _spark_metadata entry listing the output file was written; baseline: in memory, a lower bound;")
     print(f"   'after {STEADY_AFTER_S:.0f}s': records sent once the query's first, slower batches were behind it;")
     print("   a record that arrives just after a batch began waits one trigger for the next and then that whole batch:")
@@ -879,8 +1071,10 @@ def main() -> int:
 
     import pyspark
 
-    print(f"\njob benchmark {run}: {cores} cores, PySpark {pyspark.__version__}, Spark standalone with "
-          f"{settings.spark_workers} workers, RocksDB state store, policy resync, no faults")  # fmt: skip
+    print(
+        f"\njob benchmark {run}: {cores} cores, PySpark {pyspark.__version__}, Spark standalone with "
+        f"{settings.spark_workers} workers, RocksDB state store, policy resync, no faults"
+    )
     if sweep:
         print_sweep(sweep)
     if throughput:
@@ -896,13 +1090,16 @@ def main() -> int:
     if line:
         print(f"\nsummary: {line}")
     report = {
-        "run": run, "cores": cores, "pyspark": pyspark.__version__,
-        "args": {**vars(args), "shapes": [x.name for x in args.shapes], "shape": args.shape.name}, "summary": line,
+        "run": run,
+        "cores": cores,
+        "pyspark": pyspark.__version__,
+        "args": {**vars(args), "shapes": [x.name for x in args.shapes], "shape": args.shape.name},
+        "summary": line,
         "sweep": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in sweep],
         "throughput": [{**asdict(t), "per_s": t.per_s, "steady_per_s": t.steady_per_s} for t in throughput],
         "cold_start": [asdict(t) for t in cold],
         "latency": [{k: v for k, v in asdict(lat).items() if k != "values_ms"} for lat in live],
-    }  # fmt: skip
+    }
     save_report(report, run, live)
     unverified = [t for t in throughput + sweep if t.verified is False]
     if unverified:

@@ -238,8 +238,13 @@ def executors_around(run: SystemRun) -> list[dict]:
         before = [x for ms, x in batches if ms < f]
         during = [x for ms, x in batches if f <= ms < until]
         placed = [placement[b] for ms, b in committed if f <= ms < until and b in placement]
-        out.append({"before": before[-1] if before else None, "lowest": min(during) if during else None,
-                    "state_on": len(set(placed[-1])) if placed else None})  # fmt: skip
+        out.append(
+            {
+                "before": before[-1] if before else None,
+                "lowest": min(during) if during else None,
+                "state_on": len(set(placed[-1])) if placed else None,
+            }
+        )
     return out
 
 
@@ -271,8 +276,11 @@ def warmup_batch_s(run: SystemRun) -> float | None:
     kill. A batch longer than the trigger means the job worked without a pause (None: no
     such batch, or the system logs no batch start)."""
     until = run.failures_ms[0] if run.failures_ms else float("inf")
-    spans = [(e["ms"] - e["start_ms"]) / 1000 for e in run.events
-             if e.get("rows") and "start_ms" in e and e["start_ms"] >= run.t0_ms and e["ms"] < until]  # fmt: skip
+    spans = [
+        (e["ms"] - e["start_ms"]) / 1000
+        for e in run.events
+        if e.get("rows") and "start_ms" in e and e["start_ms"] >= run.t0_ms and e["ms"] < until
+    ]
     return float(np.median(spans)) if spans else None
 
 
@@ -330,8 +338,7 @@ class Supervised:
     """A worker subprocess in its own process group, started again whenever it dies
     unexpectedly; :meth:`kill` holds it down until :meth:`restart` (the operator's move)."""
 
-    def __init__(self, name: str, argv: list[str], log: Path, *, max_crashes: int = 3,
-                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(self, name: str, argv: list[str], log: Path, *, max_crashes: int = 3, env: dict[str, str] | None = None) -> None:
         self.name, self.argv, self.log, self.env = name, argv, log, env
         self.proc: subprocess.Popen | None = None
         self.held = False
@@ -347,8 +354,15 @@ class Supervised:
     def start(self) -> None:
         with self._lock:
             with self.log.open("ab") as out:
-                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             start_new_session=True, cwd=ROOT, env=self.env)  # fmt: skip
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    cwd=ROOT,
+                    env=self.env,
+                )
         if not self._thread.is_alive():
             self._thread.start()
 
@@ -511,13 +525,21 @@ def job_worker(args) -> int:
         if args.measure:
             measure = "cap-" + args.prefix
             ledger = produce(settings, events.parent, measure, seed=2, messages=args.measure)
-            cap = run_job_backlog(spark, settings, cfg.operator, measure, ledger, max_offsets=CAPACITY_CAP,
-                                  tag=f"{args.name}-cap", verify=False)  # fmt: skip
+            cap = run_job_backlog(
+                spark, settings, cfg.operator, measure, ledger, max_offsets=CAPACITY_CAP, tag=f"{args.name}-cap", verify=False
+            )
             if not cap.steady_per_s:
                 print(f"job worker: the capacity run made {cap.batches} batch(es); it needs two", file=sys.stderr)
                 return 1
-            _append(events, {"ms": int(time.time() * 1000), "capacity": cap.steady_per_s,
-                             "capacity_records": cap.steady_records, "capacity_batches": cap.batches - 1})  # fmt: skip
+            _append(
+                events,
+                {
+                    "ms": int(time.time() * 1000),
+                    "capacity": cap.steady_per_s,
+                    "capacity_records": cap.steady_records,
+                    "capacity_batches": cap.batches - 1,
+                },
+            )
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
     seen: set[int] = set()
 
@@ -527,10 +549,17 @@ def job_worker(args) -> int:
                 continue
             seen.add(p["batchId"])
             started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
-            _append(events, {"ms": int(started + p["durationMs"].get("triggerExecution", 0)), "start_ms": int(started),
-                             "batch": p["batchId"],
-                             "rows": int(p["numInputRows"]), "offsets": reached(p),
-                             "executors": pipeline.executor_count(queries[0])})  # fmt: skip
+            _append(
+                events,
+                {
+                    "ms": int(started + p["durationMs"].get("triggerExecution", 0)),
+                    "start_ms": int(started),
+                    "batch": p["batchId"],
+                    "rows": int(p["numInputRows"]),
+                    "offsets": reached(p),
+                    "executors": pipeline.executor_count(queries[0]),
+                },
+            )
 
     while (request := _stop_request(stop)) is None:
         if queries[0].exception() is not None:
@@ -544,8 +573,7 @@ def job_worker(args) -> int:
     placed = stateful_executors(spark, queries[0].name, str(queries[0].id))
     _append(events, {"ms": int(time.time() * 1000), "placement": {str(b): ids for b, ids in sorted(placed.items())}})
     report = verify_lake(spark, ledger=request["ledger"], lake=cfg.output, policy=cfg.policy)
-    Path(args.verdict).write_text(json.dumps({"ok": bool(report.ok), "summary": report.summary(),
-                                              "sink_path": cfg.sink_path}))  # fmt: skip
+    Path(args.verdict).write_text(json.dumps({"ok": bool(report.ok), "summary": report.summary(), "sink_path": cfg.sink_path}))
     spark.stop()
     return 0
 
@@ -569,8 +597,11 @@ def wait_for_executors(settings, spark, *, timeout_s: float = 120.0) -> str | No
         if want is not None and have >= want:
             return None
         if time.monotonic() > deadline:
-            seen = (f"the master at {settings.endpoints().spark_master_ui} did not answer: {status['error']}" if want is None
-                    else f"the cluster has {want} alive worker(s), each with room for one: {describe_cluster(status)}")  # fmt: skip
+            seen = (
+                f"the master at {settings.endpoints().spark_master_ui} did not answer: {status['error']}"
+                if want is None
+                else f"the cluster has {want} alive worker(s), each with room for one: {describe_cluster(status)}"
+            )
             return f"the job's application has {have} executor(s) after {timeout_s:.0f} s; {seen}"
         time.sleep(1.0)
 
@@ -624,19 +655,48 @@ def baseline_worker(args) -> int:
 # ----------------------------------------------------------------------------- one run
 
 
-def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path, prefix: str, seed: int,
-               trigger: str, idle_s: float, measure: int = 0) -> SystemRun:  # fmt: skip
+def run_system(
+    system: str,
+    schedule: Schedule,
+    *,
+    settings,
+    sandbox,
+    work: Path,
+    prefix: str,
+    seed: int,
+    trigger: str,
+    idle_s: float,
+    measure: int = 0,
+) -> SystemRun:
     """Start ``system``'s worker, produce for the schedule's duration while failures are
     injected, stop the worker, and collect the observations."""
     files = {k: work / f"{system}-{k}" for k in ("events.jsonl", "stop.json", "verdict.json", "visible.csv", "worker.log")}
     for path in files.values():
         path.unlink(missing_ok=True)
     script = str(Path(__file__).resolve())
-    common = ["--prefix", prefix, "--events", str(files["events.jsonl"]), "--stop", str(files["stop.json"]),
-              "--verdict", str(files["verdict.json"])]  # fmt: skip
+    common = [
+        "--prefix",
+        prefix,
+        "--events",
+        str(files["events.jsonl"]),
+        "--stop",
+        str(files["stop.json"]),
+        "--verdict",
+        str(files["verdict.json"]),
+    ]
     if system == "job":
-        argv = [sys.executable, script, "job-worker", *common, "--name", f"recovery-{prefix.strip('-')}", "--trigger", trigger,
-                "--measure", str(measure)]  # fmt: skip
+        argv = [
+            sys.executable,
+            script,
+            "job-worker",
+            *common,
+            "--name",
+            f"recovery-{prefix.strip('-')}",
+            "--trigger",
+            trigger,
+            "--measure",
+            str(measure),
+        ]
     else:
         argv = [sys.executable, script, "baseline-worker", *common, "--visible", str(files["visible.csv"]), "--idle", str(idle_s)]
     # the worker runs on the caller's sandbox, whatever the environment would default to
@@ -657,8 +717,18 @@ def run_system(system: str, schedule: Schedule, *, settings, sandbox, work: Path
         worker.stop()  # whatever happened, no worker outlives the run
 
 
-def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str, Path], *, settings, sandbox, work: Path,
-           prefix: str, seed: int) -> SystemRun:  # fmt: skip
+def _drive(
+    system: str,
+    schedule: Schedule,
+    worker: Supervised,
+    files: dict[str, Path],
+    *,
+    settings,
+    sandbox,
+    work: Path,
+    prefix: str,
+    seed: int,
+) -> SystemRun:
     deadline = time.monotonic() + 300
     if system == "job":  # producing before the query is up would bill the application's start to the warm-up
         while not any("batch" in e for e in _read_events(files["events.jsonl"])):
@@ -673,17 +743,21 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
     rate = schedule.rate
     if schedule.load is not None and system == "job":  # the systems after it get the rate it gave (bench)
         if capacity is None:
-            raise RuntimeError(f"a load of {schedule.load:.0%} needs the job's capacity, and its worker measured none; "
-                               f"see {files['worker.log']}")  # fmt: skip
+            raise RuntimeError(
+                f"a load of {schedule.load:.0%} needs the job's capacity, and its worker measured none; see {files['worker.log']}"
+            )
         rate = round(schedule.load * capacity["capacity"])
-        say(f"{system}: capacity {capacity['capacity']:,.0f} records/s ({capacity['capacity_records']:,} records in "
-            f"{capacity['capacity_batches']} batches of at most {CAPACITY_CAP:,}); input at {schedule.load:.0%} of it: {rate} msg/s")  # fmt: skip
+        say(
+            f"{system}: capacity {capacity['capacity']:,.0f} records/s ({capacity['capacity_records']:,} records in "
+            f"{capacity['capacity_batches']} batches of at most {CAPACITY_CAP:,}); input at {schedule.load:.0%} of it: {rate} msg/s"
+        )
     sampler = WatermarkSampler(settings.endpoints().kafka_bootstrap, prefix)
     ledger: dict[str, str] = {}
     producer = threading.Thread(
         target=lambda: ledger.update(path=produce(settings, work, prefix, seed=seed, rate=rate, duration=schedule.duration_s)),
-        name="producers", daemon=True,
-    )  # fmt: skip
+        name="producers",
+        daemon=True,
+    )
     t0_ms = int(time.time() * 1000)
     producer.start()
     sampler.start()
@@ -701,21 +775,45 @@ def _drive(system: str, schedule: Schedule, worker: Supervised, files: dict[str,
         raise RuntimeError(worker.failed or f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
     verdict = json.loads(files["verdict.json"].read_text())
     visible = sink_visibility(settings, verdict["sink_path"]) if system == "job" else _read_visible(files["visible.csv"])
-    return SystemRun(system=system, t0_ms=t0_ms, failures_ms=failures_ms, ledger=ledger_path,
-                     events=_read_events(files["events.jsonl"]), highs=highs, visible=visible, verdict=verdict,
-                     rate=rate, capacity=capacity, undone_ms=undone_ms, hit_cores=hit_cores, restarts=worker.restarts, crashes=worker.crashes,
-                     labels=[failure_label(system, schedule, i) for i in range(schedule.failures)])  # fmt: skip
+    return SystemRun(
+        system=system,
+        t0_ms=t0_ms,
+        failures_ms=failures_ms,
+        ledger=ledger_path,
+        events=_read_events(files["events.jsonl"]),
+        highs=highs,
+        visible=visible,
+        verdict=verdict,
+        rate=rate,
+        capacity=capacity,
+        undone_ms=undone_ms,
+        hit_cores=hit_cores,
+        restarts=worker.restarts,
+        crashes=worker.crashes,
+        labels=[failure_label(system, schedule, i) for i in range(schedule.failures)],
+    )
 
 
-def _schedule(system: str, schedule: Schedule, rate: float, worker: Supervised, sandbox, producer: threading.Thread,
-              ledger: dict[str, str], t0_ms: int, hit_cores: list[int | None]) -> tuple[list[int], list[int], str]:  # fmt: skip
+def _schedule(
+    system: str,
+    schedule: Schedule,
+    rate: float,
+    worker: Supervised,
+    sandbox,
+    producer: threading.Thread,
+    ledger: dict[str, str],
+    t0_ms: int,
+    hit_cores: list[int | None],
+) -> tuple[list[int], list[int], str]:
     """Inject the failures on time while the producers run; return when each failure was
     injected and undone, and the ledger. ``hit_cores`` gets, per failure, the executor cores
     the master counted on a killed Spark worker the instant before the kill (None: no worker)."""
     labels = [failure_label(system, schedule, i) for i in range(schedule.failures)]
     what = labels[0] if len(set(labels)) == 1 else " / ".join(dict.fromkeys(labels))
-    say(f"{system}: producing {rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
-        f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s")  # fmt: skip
+    say(
+        f"{system}: producing {rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
+        f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s"
+    )
     failures_ms, undone_ms = [], []
     for n, at in enumerate(schedule.times(), 1):
         time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
@@ -773,8 +871,11 @@ def _own_application() -> str | None:
 
 def describe_cluster(status: dict) -> str:
     """The master's view in one line: each worker's state and use, each running application."""
-    workers = ", ".join(f"worker {w.get('host')}:{w.get('port')} {w.get('state')} ({w.get('coresused')}/{w.get('cores')} cores, "
-                        f"{w.get('memoryused')}/{w.get('memory')} MiB used)" for w in status.get("workers", []))  # fmt: skip
+    workers = ", ".join(
+        f"worker {w.get('host')}:{w.get('port')} {w.get('state')} ({w.get('coresused')}/{w.get('cores')} cores, "
+        f"{w.get('memoryused')}/{w.get('memory')} MiB used)"
+        for w in status.get("workers", [])
+    )
     apps = ", ".join(f"{a.get('id')} '{a.get('name')}' ({a.get('cores')} cores)" for a in status.get("activeapps", []))
     return f"{workers or 'no workers'}; running applications: {apps or 'none'}"
 
@@ -795,7 +896,7 @@ def wait_for_idle_cluster(settings, *, timeout_s: float = 120.0, poll_s: float =
                 f"the recovery bench needs the Spark cluster to itself, and after {timeout_s:.0f} s other applications still run "
                 f"on {settings.endpoints().spark_master_ui}: {describe_cluster(status)}. Stop them (a notebook's kernel holds its "
                 "session until it is shut down; a job started elsewhere holds its executors until it is stopped) and run again"
-            )  # fmt: skip
+            )
         time.sleep(poll_s)
 
 
@@ -866,8 +967,9 @@ def plot_series(path: Path, tables: dict[str, pd.DataFrame], reports: dict[str, 
         ax = axes[:, col]
         ax[0].plot(table["t"], table["input_rate"], color="0.6", lw=1, label="input")
         smooth = reports[system].config.smooth_s  # what the detector compared
-        ax[0].plot(table["t"], table["processed_rate"].rolling(smooth, min_periods=1).mean(), lw=1.2,
-                   label=f"processed ({smooth} s avg)")  # fmt: skip
+        ax[0].plot(
+            table["t"], table["processed_rate"].rolling(smooth, min_periods=1).mean(), lw=1.2, label=f"processed ({smooth} s avg)"
+        )
         ax[0].set_ylabel("records/s")
         ax[0].set_title(system)
         ax[1].plot(table["t"], table["latency_p90_ms"] / 1000, lw=1.2, label="p90")
@@ -910,8 +1012,9 @@ def plot_recovery_times(path: Path, reports: dict[str, RecoveryReport]) -> Path 
             for x, f in zip(xs, report.failures):
                 m = getattr(f, metric)
                 height = m.recovery_time_s if m.recovered else f.horizon_s - f.failure_s
-                ax.bar(x, height, width, color=f"C{k}", hatch=None if m.recovered else "//",
-                       label=system if f.index == 1 else None)  # fmt: skip
+                ax.bar(
+                    x, height, width, color=f"C{k}", hatch=None if m.recovered else "//", label=system if f.index == 1 else None
+                )
         ax.set_title(f"{'p90 latency' if metric == 'latency' else metric} recovery time")
         ax.set_xlabel("failure")
         ax.set_xticks(range(1, max(len(r.failures) for r in reports.values()) + 1))
@@ -962,8 +1065,10 @@ def like_for_like(schedules: Mapping[str, Schedule], reports: dict[str, Recovery
 
 def print_report(schedules: Mapping[str, Schedule], reports: dict[str, RecoveryReport], runs: dict[str, SystemRun]) -> None:
     first = schedules[next(iter(reports))]
-    print(f"\nrecovery benchmark: failures every {first.interval_s:.0f}s (back after {first.down_s:.0f}s), "
-          f"{first.rate:.0f} msg/s, warm-up {first.warmup_s:.0f}s")  # fmt: skip
+    print(
+        f"\nrecovery benchmark: failures every {first.interval_s:.0f}s (back after {first.down_s:.0f}s), "
+        f"{first.rate:.0f} msg/s, warm-up {first.warmup_s:.0f}s"
+    )
     for system in reports:
         sc = schedules[system]
         print(f"  {system}: " + ", ".join(f"{failure_label(system, sc, i)} at {t:.0f}s" for i, t in enumerate(sc.times())))
@@ -976,16 +1081,22 @@ def print_report(schedules: Mapping[str, Schedule], reports: dict[str, RecoveryR
         for f in report.failures:
             imp = lambda m: "-" if m.impact_s is None else f"+{m.impact_s - f.failure_s:.0f}s"  # noqa: E731
             peak = "-" if f.lag_peak is None else f"{f.lag_peak:.0f}"
-            print(f"  {system:<10}{f.index:>8}{f.failure_s:>5.0f}s{imp(f.throughput):>11}{fmt_s(f.throughput.recovery_time_s):>10}"
-                  f"{imp(f.latency):>11}{fmt_s(f.latency.recovery_time_s):>10}{peak:>10}")  # fmt: skip
+            print(
+                f"  {system:<10}{f.index:>8}{f.failure_s:>5.0f}s{imp(f.throughput):>11}{fmt_s(f.throughput.recovery_time_s):>10}"
+                f"{imp(f.latency):>11}{fmt_s(f.latency.recovery_time_s):>10}{peak:>10}"
+            )
     for system, report in reports.items():
         run = runs[system]
-        print(f"  {system}: {report.verdict}; restarts after kills {run.restarts}, after crashes {run.crashes}; "
-              f"verifier: {'clean' if run.verdict.get('ok') else 'NOT CLEAN'} ({run.verdict.get('summary', '').splitlines()[0]})")  # fmt: skip
+        print(
+            f"  {system}: {report.verdict}; restarts after kills {run.restarts}, after crashes {run.crashes}; "
+            f"verifier: {'clean' if run.verdict.get('ok') else 'NOT CLEAN'} ({run.verdict.get('summary', '').splitlines()[0]})"
+        )
         around = executors_around(run)
         if system == "job" and any(e["state_on"] for e in around):
-            print(f"  job: executors that ran the state partitions in the last batch before each next failure (or the end): "
-                  f"{[e['state_on'] for e in around]} (1: both on one executor, one after the other)")  # fmt: skip
+            print(
+                f"  job: executors that ran the state partitions in the last batch before each next failure (or the end): "
+                f"{[e['state_on'] for e in around]} (1: both on one executor, one after the other)"
+            )
     if not set(SYSTEMS) <= set(reports):
         return
     pairs = like_for_like(schedules, reports)
@@ -1008,13 +1119,25 @@ def mixed(report: RecoveryReport, labels: list[str]) -> RecoveryReport:
     if len(set(labels)) <= 1 or len(report.failures) < 2:
         return report
     done = "every failure recovered" if report.all_recovered else "not every failure recovered"
-    return replace(report, stable=None, verdict=f"{done}; the failures were of different kinds ({', '.join(dict.fromkeys(labels))}), "
-                                                "so no trend is read from them")  # fmt: skip
+    return replace(
+        report,
+        stable=None,
+        verdict=f"{done}; the failures were of different kinds ({', '.join(dict.fromkeys(labels))}), "
+        "so no trend is read from them",
+    )
 
 
-def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ...] | None = None, trigger: str = "1 second",
-          seed: int = 21, detector: DetectorConfig | None = None, idle_s: float | None = None, out: Path = RESULTS,
-          settings: Settings | None = None) -> dict:  # fmt: skip
+def bench(
+    schedule: Schedule | Mapping[str, Schedule],
+    *,
+    systems: tuple[str, ...] | None = None,
+    trigger: str = "1 second",
+    seed: int = 21,
+    detector: DetectorConfig | None = None,
+    idle_s: float | None = None,
+    out: Path = RESULTS,
+    settings: Settings | None = None,
+) -> dict:
     """Run the schedule on each system, write the tables, plots and summary; return the summary
     (with ``reports``: the detector's :class:`~job.drills.recovery.RecoveryReport` per system and
     ``tables``: the per-second tables). ``schedule`` may be one per system (``{"job": ...,
@@ -1052,8 +1175,18 @@ def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ..
         idle = idle_s or max(30.0, sc.down_s + (60.0 if "kafka" in targets else 20.0))
         prefix = f"rec-{run_id}-{system[0]}-"
         measure = CAPACITY_RECORDS if system == "job" and sc.load is not None else 0
-        runs[system] = run_system(system, sc, settings=settings, sandbox=sb, work=work, prefix=prefix, seed=seed,
-                                  trigger=trigger, idle_s=idle, measure=measure)  # fmt: skip
+        runs[system] = run_system(
+            system,
+            sc,
+            settings=settings,
+            sandbox=sb,
+            work=work,
+            prefix=prefix,
+            seed=seed,
+            trigger=trigger,
+            idle_s=idle,
+            measure=measure,
+        )
         if measure:  # the systems after the job get the rate its capacity gave
             schedules = {s: replace(x, rate=runs[system].rate) for s, x in schedules.items()}
         tables[system], lag = per_second(runs[system], schedules[system].duration_s)
@@ -1061,8 +1194,11 @@ def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ..
         failure_s = [(ms - runs[system].t0_ms) / 1000 for ms in runs[system].failures_ms]
         reports[system] = mixed(analyse(tables[system], failure_s, cfg), runs[system].labels)
     table = pd.concat(tables.values(), ignore_index=True)
-    files = {"table": out / f"recovery-{run_id}.csv", "lag": out / f"recovery-{run_id}-lag.csv",
-             "summary": out / f"recovery-{run_id}.json"}  # fmt: skip
+    files = {
+        "table": out / f"recovery-{run_id}.csv",
+        "lag": out / f"recovery-{run_id}-lag.csv",
+        "summary": out / f"recovery-{run_id}.json",
+    }
     table.to_csv(files["table"], index=False)
     pd.concat(lags, ignore_index=True).to_csv(files["lag"], index=False)
     if png := plot_series(out / f"recovery-{run_id}-series.png", tables, reports):
@@ -1070,21 +1206,43 @@ def bench(schedule: Schedule | Mapping[str, Schedule], *, systems: tuple[str, ..
     if png := plot_recovery_times(out / f"recovery-{run_id}-recovery.png", reports):
         files["recovery_plot"] = png
     summary = {
-        "run": run_id, "schedule": asdict(schedules[systems[0]]), "schedules": {s: asdict(schedules[s]) for s in systems},
-        "trigger": trigger, "seed": seed, "cores": os.cpu_count(), "capacity": job_capacity(runs),
-        "systems": {s: {"detector": reports[s].as_dict(), "verifier": runs[s].verdict, "restarts": runs[s].restarts, "crashes": runs[s].crashes,
-                        "failures_s": [f.failure_s for f in reports[s].failures], "labels": runs[s].labels,
-                        "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],
-                        "executors": executors_around(runs[s]), "hit_cores": runs[s].hit_cores, "resumed": resumed_at(runs[s]),
-                        "warmup_batch_s": warmup_batch_s(runs[s])} for s in systems},
+        "run": run_id,
+        "schedule": asdict(schedules[systems[0]]),
+        "schedules": {s: asdict(schedules[s]) for s in systems},
+        "trigger": trigger,
+        "seed": seed,
+        "cores": os.cpu_count(),
+        "capacity": job_capacity(runs),
+        "systems": {
+            s: {
+                "detector": reports[s].as_dict(),
+                "verifier": runs[s].verdict,
+                "restarts": runs[s].restarts,
+                "crashes": runs[s].crashes,
+                "failures_s": [f.failure_s for f in reports[s].failures],
+                "labels": runs[s].labels,
+                "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],
+                "executors": executors_around(runs[s]),
+                "hit_cores": runs[s].hit_cores,
+                "resumed": resumed_at(runs[s]),
+                "warmup_batch_s": warmup_batch_s(runs[s]),
+            }
+            for s in systems
+        },
         "like_for_like": like_for_like(schedules, reports),
         "files": {k: str(v) for k, v in files.items()},
-    }  # fmt: skip
+    }
     files["summary"].write_text(json.dumps(summary, indent=2, default=str))
     print_report(schedules, reports, runs)
     print("\n" + "\n".join(f"{k + ':':<15}{shown(v)}" for k, v in files.items()))
-    return {**summary, "schedule": schedules[systems[0]], "schedules": schedules, "reports": reports, "tables": tables,
-            "runs": runs}  # fmt: skip
+    return {
+        **summary,
+        "schedule": schedules[systems[0]],
+        "schedules": schedules,
+        "reports": reports,
+        "tables": tables,
+        "runs": runs,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1137,22 +1295,35 @@ def main(argv: list[str] | None = None) -> int:
         return baseline_worker(args)
     systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
     targets = tuple(t.strip() for t in args.target.split(",") if t.strip())
-    problems = [m for ok, m in [
-        (targets, "--target names at least one target, e.g. spark-worker-1 or driver,spark-worker"),
-        (set(systems) <= set(SYSTEMS) and systems, f"--systems takes {', '.join(SYSTEMS)}"),
-        (args.failures >= 1, "--failures must be at least 1"),
-        (args.warmup >= 20, "--warmup must be at least 20 s (the detector's reference window)"),
-        (args.interval > args.down + args.hold, "--interval must exceed --down plus --hold"),
-        (args.rate > 0, "--rate must be positive"),
-        (trigger_ms(args.trigger) is not None, f"--trigger {args.trigger!r}: use an interval such as '1 second' or '500 ms'"),
-        (args.latency_floor is None or args.latency_floor >= 0, "--latency-floor is in ms: 0 or more"),
-        (args.load is None or 0 < args.load < 1, "--load is a fraction of the job's capacity: between 0 and 1, e.g. 0.25"),
-        (args.load is None or (systems and systems[0] == "job"), "--load needs the job to run first: --systems job,baseline"),
-    ] if not ok]  # fmt: skip
+    problems = [
+        m
+        for ok, m in [
+            (targets, "--target names at least one target, e.g. spark-worker-1 or driver,spark-worker"),
+            (set(systems) <= set(SYSTEMS) and systems, f"--systems takes {', '.join(SYSTEMS)}"),
+            (args.failures >= 1, "--failures must be at least 1"),
+            (args.warmup >= 20, "--warmup must be at least 20 s (the detector's reference window)"),
+            (args.interval > args.down + args.hold, "--interval must exceed --down plus --hold"),
+            (args.rate > 0, "--rate must be positive"),
+            (trigger_ms(args.trigger) is not None, f"--trigger {args.trigger!r}: use an interval such as '1 second' or '500 ms'"),
+            (args.latency_floor is None or args.latency_floor >= 0, "--latency-floor is in ms: 0 or more"),
+            (args.load is None or 0 < args.load < 1, "--load is a fraction of the job's capacity: between 0 and 1, e.g. 0.25"),
+            (args.load is None or (systems and systems[0] == "job"), "--load needs the job to run first: --systems job,baseline"),
+        ]
+        if not ok
+    ]
     if problems:
         parser.error("; ".join(problems))
-    schedule = Schedule(target=targets[0], targets=targets if len(targets) > 1 else (), action=args.action, failures=args.failures,
-                        interval_s=args.interval, warmup_s=args.warmup, down_s=args.down, rate=args.rate, load=args.load)  # fmt: skip
+    schedule = Schedule(
+        target=targets[0],
+        targets=targets if len(targets) > 1 else (),
+        action=args.action,
+        failures=args.failures,
+        interval_s=args.interval,
+        warmup_s=args.warmup,
+        down_s=args.down,
+        rate=args.rate,
+        load=args.load,
+    )
     result = bench(
         schedule,
         systems=systems,

@@ -171,9 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
-        "--clock", choices=tuple(CLOCKS), default="wall",
+        "--clock",
+        choices=tuple(CLOCKS),
+        default="wall",
         help="wall time, or this process's CPU time (steadier on a shared machine); default %(default)s",
-    )  # fmt: skip
+    )
     p.add_argument("--out", type=Path, help="JSON result file (default bench/results/session-<time>.json)")
     args = p.parse_args(argv)
     batches = args.batch or [10, 100, 1000]
@@ -183,9 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     with_map = hasattr(sm, "_Table")
 
     records = build_stream(
-        messages=args.messages, rows=args.rows, snapshot_every=args.snapshot_every,
-        site_type=args.site_type, seed=args.seed,
-    )  # fmt: skip
+        messages=args.messages,
+        rows=args.rows,
+        snapshot_every=args.snapshot_every,
+        site_type=args.site_type,
+        seed=args.seed,
+    )
     values = [r.value for r in records]
     assert all(v is not None for v in values)
     snapshots = sum(1 for v in values if b'"kind":"snapshot"' in v)  # type: ignore[operator]
@@ -213,8 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         for b in batches:
             t_naive, _ = timed(clock, naive, values)
             t_core, (_, size) = timed(clock, core, records, b)  # type: ignore[misc]
-            run = {"naive_rps": len(records) / t_naive, "core_rps": len(records) / t_core,
-                   "ratio": t_naive / t_core, "max_state_bytes": size}  # fmt: skip
+            run = {
+                "naive_rps": len(records) / t_naive,
+                "core_rps": len(records) / t_core,
+                "ratio": t_naive / t_core,
+                "max_state_bytes": size,
+            }
             if with_map:
                 t_map, (_, calls) = timed(clock, core_map, records, b)  # type: ignore[misc]
                 run |= {"map_rps": len(records) / t_map, "map_ratio": t_naive / t_map, "map_state_ops_per_batch": calls}
@@ -246,9 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{b:>6} {row['naive_rps']:>12,.0f} {row['core_rps']:>11,.0f} {row['ratio']:>6.2f} "
             f"{row['ratio_min']:>6.2f}-{row['ratio_max']:<7.2f} {row['max_state_bytes']:>8,}"
-            + (f" | {row['map_rps']:>10,.0f} {row['map_ratio']:>6.2f} {row['map_state_ops_per_batch']:>13.1f}"
-               if with_map else " | (no map-shaped variant for this core)")
-        )  # fmt: skip
+            + (
+                f" | {row['map_rps']:>10,.0f} {row['map_ratio']:>6.2f} {row['map_state_ops_per_batch']:>13.1f}"
+                if with_map
+                else " | (no map-shaped variant for this core)"
+            )
+        )
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report = {

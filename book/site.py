@@ -355,8 +355,14 @@ def _nav(chapters: list[Chapter], docs: list[Doc], current: str) -> str:
     index = next((d for d in docs if d.source == PurePosixPath("docs/README.md")), None)
     listed = list(dict.fromkeys(index.links)) if index else []
     top = [d for d in docs if len(d.source.parts) <= 2]
-    top.sort(key=lambda d: (d.source != PurePosixPath("README.md"), d is not index,
-                            listed.index(d.source) if d.source in listed else len(listed), d.source))  # fmt: skip
+    top.sort(
+        key=lambda d: (
+            d.source != PurePosixPath("README.md"),
+            d is not index,
+            listed.index(d.source) if d.source in listed else len(listed),
+            d.source,
+        )
+    )
     folders: dict[str, list[Doc]] = {}
     for d in docs:
         if len(d.source.parts) > 2:

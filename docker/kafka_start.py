@@ -55,8 +55,9 @@ def main() -> int:
         *env.get("KAFKA_JVM_PERFORMANCE_OPTS", "-XX:+UseG1GC -XX:MaxGCPauseMillis=20").split(),
         *env.get("KAFKA_OPTS", "").split(),
         f"-Dlog4j2.configurationFile={log4j}",
-        "-cp", ":".join(sorted(glob.glob(f"{LIBS}/*.jar"))),
-    ]  # fmt: skip
+        "-cp",
+        ":".join(sorted(glob.glob(f"{LIBS}/*.jar"))),
+    ]
     log_dirs = env.get("KAFKA_LOG_DIRS", "/var/lib/kafka/data").split(",")
     if not any((Path(d) / "meta.properties").exists() for d in log_dirs):
         cluster_id = env.get("CLUSTER_ID")

@@ -48,8 +48,11 @@ def main(argv: list[str]) -> int:
     wait_s = float(os.environ.get("OSL_WORKER_WAIT_S", "60"))
     waited = wait_for_master(url, wait_s)
     if waited is None:
-        print(f"spark_worker_start: the master at {url} did not say ALIVE within {wait_s:.0f}s; "
-              "starting the worker anyway (it retries its registration by itself)", flush=True)  # fmt: skip
+        print(
+            f"spark_worker_start: the master at {url} did not say ALIVE within {wait_s:.0f}s; "
+            "starting the worker anyway (it retries its registration by itself)",
+            flush=True,
+        )
     else:
         print(f"spark_worker_start: the master at {url} is ALIVE (after {waited:.1f}s); starting the worker", flush=True)
     os.execvp(argv[0], argv)

@@ -36,17 +36,36 @@ _JOB_OPTIONS: tuple[tuple[str, str, object, str], ...] = (
     ("--topic-prefix", "topic_prefix", str, "topic prefix to subscribe to"),
     ("--output", "output", str, "lake root"),
     ("--starting-offsets", "starting_offsets", str, "earliest | latest | JSON offsets; read by a new checkpoint only"),
-    ("--max-offsets-per-trigger", "max_offsets_per_trigger", _cap, "records per micro-batch at most, all partitions together; none for no cap"),
+    (
+        "--max-offsets-per-trigger",
+        "max_offsets_per_trigger",
+        _cap,
+        "records per micro-batch at most, all partitions together; none for no cap",
+    ),
     ("--state-partitions", "state_partitions", int, "partitions of the session state, fixed by the checkpoint's first run"),
-    ("--input-tasks", "input_tasks", int, "tasks that read Kafka per micro-batch, 0 for one per Kafka partition with new records"),
+    (
+        "--input-tasks",
+        "input_tasks",
+        int,
+        "tasks that read Kafka per micro-batch, 0 for one per Kafka partition with new records",
+    ),
     ("--sink-writers", "sink_writers", int, "Parquet files a sink task keeps open, 0 to sort by output (Spark's default)"),
     ("--trigger", "trigger", str, "micro-batch interval, or available-now"),
     ("--idle-timeout", "idle_timeout_s", int, "seconds before an idle session expires"),
     ("--operator", "operator", str, " | ".join(OPERATORS)),
-    ("--fail-on-data-loss", "fail_on_data_loss", bool,
-     "stop when Kafka deleted records the checkpoint says come next; --no-fail-on-data-loss skips to the oldest record Kafka still has"),
-    ("--raw-archive", "raw_archive", bool, "archive every input record in the lake (output=raw); --no-raw-archive: the job ran without it"),
-)  # fmt: skip
+    (
+        "--fail-on-data-loss",
+        "fail_on_data_loss",
+        bool,
+        "stop when Kafka deleted records the checkpoint says come next; --no-fail-on-data-loss skips to the oldest record Kafka still has",
+    ),
+    (
+        "--raw-archive",
+        "raw_archive",
+        bool,
+        "archive every input record in the lake (output=raw); --no-raw-archive: the job ran without it",
+    ),
+)
 _RUN_FIELDS = tuple(name for _, name, _, _ in _JOB_OPTIONS)
 _CHECKPOINT_HELP = "the job's checkpoint dir, whose job.json holds the run's settings (default: <state>/checkpoints/job)"
 
@@ -70,14 +89,20 @@ def _job_options(parser: argparse.ArgumentParser, fields: tuple[str, ...], *, wh
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m job", description="The ordered, stateful session job and its verifier.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run = sub.add_parser("run", help="run the streaming job on the sandbox's Spark cluster",
-                         description="Runs the job; its settings are saved beside the checkpoint (job.json) and a "
-                                     "later run on the same checkpoint starts from them (docs/job-config.md).")  # fmt: skip
+    run = sub.add_parser(
+        "run",
+        help="run the streaming job on the sandbox's Spark cluster",
+        description="Runs the job; its settings are saved beside the checkpoint (job.json) and a "
+        "later run on the same checkpoint starts from them (docs/job-config.md).",
+    )
     _job_options(run, _RUN_FIELDS)
     run.add_argument("--prefix", dest="deprecated_prefix", help=argparse.SUPPRESS)  # before --topic-prefix existed
     run.add_argument("--checkpoint", type=Path, help="checkpoint dir (default: <state>/checkpoints/job)")
-    run.add_argument("--allow-sink-ahead", action="store_true",
-                     help="start even where the output's sink log is ahead of the checkpoint: the metadata trap, on purpose (chapter 08)")  # fmt: skip
+    run.add_argument(
+        "--allow-sink-ahead",
+        action="store_true",
+        help="start even where the output's sink log is ahead of the checkpoint: the metadata trap, on purpose (chapter 08)",
+    )
     run.add_argument("--until-drained", action="store_true", help="stop once everything now in Kafka is processed")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="an extra Spark setting; repeatable")
@@ -91,23 +116,37 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("--duration", type=float, help="stop watching after this many seconds (default: until interrupted)")
     _watch_options(watch)
     verify = sub.add_parser("verify", help="compare the lake with the producers' ledger")
-    verify.add_argument("--ledger", required=True, action="append",
-                        help="ledger directory or s3a:// prefix; repeat it when several producer runs fed the job")  # fmt: skip
+    verify.add_argument(
+        "--ledger",
+        required=True,
+        action="append",
+        help="ledger directory or s3a:// prefix; repeat it when several producer runs fed the job",
+    )
     verify.add_argument(
         "--lake", dest="output", default=argparse.SUPPRESS, help="lake root (default: the run's, else s3a://<bucket>/job)"
     )
     verify.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
     _job_options(verify, ("policy",), what=" the job ran with")
     verify.add_argument("--json", type=Path, help="also write the machine-readable report here")
-    verify.add_argument("--driver-memory", metavar="SIZE",
-                        help="heap of the verifier's Spark driver, e.g. 2g (default: OSL_VERIFY_DRIVER_MEMORY, else 1g)")  # fmt: skip
-    verify.add_argument("--kafka-deleted", type=Path, metavar="FILE",
-                        help="offsets Kafka deleted before the job read them (JSON, job.verify.compare.save_deleted): "
-                             "their records count as lost to Kafka, not as the job's fault")  # fmt: skip
-    repair = sub.add_parser("repair", help="repair a job whose checkpoint and file-sink output disagree (dry run unless --apply)",
-                            description="The six-step repair of docs in job/ops/repair.py: find the damage, cut the output "
-                                        "after each session's last complete snapshot, back up and remove the checkpoint, "
-                                        "restart from explicit offsets. Prints the plan; --apply carries it out.")  # fmt: skip
+    verify.add_argument(
+        "--driver-memory",
+        metavar="SIZE",
+        help="heap of the verifier's Spark driver, e.g. 2g (default: OSL_VERIFY_DRIVER_MEMORY, else 1g)",
+    )
+    verify.add_argument(
+        "--kafka-deleted",
+        type=Path,
+        metavar="FILE",
+        help="offsets Kafka deleted before the job read them (JSON, job.verify.compare.save_deleted): "
+        "their records count as lost to Kafka, not as the job's fault",
+    )
+    repair = sub.add_parser(
+        "repair",
+        help="repair a job whose checkpoint and file-sink output disagree (dry run unless --apply)",
+        description="The six-step repair of docs in job/ops/repair.py: find the damage, cut the output "
+        "after each session's last complete snapshot, back up and remove the checkpoint, "
+        "restart from explicit offsets. Prints the plan; --apply carries it out.",
+    )
     repair.add_argument("--apply", action="store_true", help="carry the plan out (default: print it only)")
     repair.add_argument("--partitions", help="topic:p,... : search only these partitions for damage, and repair them")
     repair.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
@@ -117,28 +156,38 @@ def _parser() -> argparse.ArgumentParser:
     )  # the old name, as for `run`
     repair.add_argument("--plan", type=Path, help="also write the plan as JSON here (RepairPlan.from_json reads it back)")
     backfill = sub.add_parser(
-        "backfill", help="replay the raw archive for a time range into a versioned output (no broker needed)",
+        "backfill",
+        help="replay the raw archive for a time range into a versioned output (no broker needed)",
         description="Replay the job's raw archive for [--from, --to) through the same session core into "
         "<lake>/backfill/<version>/out; readers are untouched until --merge or --switch. Times are ISO 8601 "
         "(UTC when no zone), epoch milliseconds, 'earliest' or 'latest'. See job/ops/backfill.py for the merge rule.",
-    )  # fmt: skip
+    )
     backfill.add_argument("--from", dest="start", required=True, help="range start, included (e.g. 2026-11-22T21:00:00Z)")
     backfill.add_argument("--to", dest="end", required=True, help="range end, excluded")
-    backfill.add_argument("--lake", dest="output", default=argparse.SUPPRESS,
-                          help="lake root the job writes (default: the run's, else s3a://<bucket>/job)")  # fmt: skip
+    backfill.add_argument(
+        "--lake",
+        dest="output",
+        default=argparse.SUPPRESS,
+        help="lake root the job writes (default: the run's, else s3a://<bucket>/job)",
+    )
     backfill.add_argument("--checkpoint", type=Path, help=_CHECKPOINT_HELP)
     backfill.add_argument("--raw", help="the lake whose raw archive to replay (default: --lake)")
     backfill.add_argument("--version", help="output version name (default: derived from the range)")
     backfill.add_argument("--overwrite", action="store_true", help="replace an existing output version")
     _job_options(backfill, ("policy", "window"))
     backfill.add_argument("--job-version", default="v1", help="session logic to run: v1 (current) or v0-skips-deletes")
-    backfill.add_argument("--merge", action="store_true",
-                          help="also merge with the output readers see now into <version>+merged (the live output wins)")  # fmt: skip
+    backfill.add_argument(
+        "--merge",
+        action="store_true",
+        help="also merge with the output readers see now into <version>+merged (the live output wins)",
+    )
     backfill.add_argument("--ledger", help="verify the result (and the archive) against this ledger")
     backfill.add_argument("--switch", action="store_true", help="point readers at the result if --ledger verifies it clean")
-    package = sub.add_parser("package", help="build the job for spark-submit: a --py-files zip, a driver script, a properties file",
-                             description="See job/ops/submit_bundle.py. "
-                                         "Prints the spark-submit line for this sandbox.")  # fmt: skip
+    package = sub.add_parser(
+        "package",
+        help="build the job for spark-submit: a --py-files zip, a driver script, a properties file",
+        description="See job/ops/submit_bundle.py. Prints the spark-submit line for this sandbox.",
+    )
     package.add_argument(
         "--out", type=Path, default=Path("build/spark-submit"), help="folder to write (default: build/spark-submit)"
     )
@@ -146,8 +195,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _watch_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notify", action="append", metavar="CHANNEL",
-                        help="stderr | jsonl:PATH | webhook:URL; repeat for several (default: stderr)")  # fmt: skip
+    parser.add_argument(
+        "--notify",
+        action="append",
+        metavar="CHANNEL",
+        help="stderr | jsonl:PATH | webhook:URL; repeat for several (default: stderr)",
+    )
     parser.add_argument(
         "--stall-after", type=float, default=120.0, help="seconds without a batch while input waits (default: 120)"
     )
@@ -291,12 +344,19 @@ def _run_queries(args, spark, cfg, settings) -> int:
 
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap, allow_sink_ahead=args.allow_sink_ahead)
     if args.allow_sink_ahead:
-        print("warning: --allow-sink-ahead: a sink log ahead of the checkpoint skips this run's batches up to its latest id "
-              "(the metadata trap, chapter 08)", file=sys.stderr)  # fmt: skip
+        print(
+            "warning: --allow-sink-ahead: a sink log ahead of the checkpoint skips this run's batches up to its latest id "
+            "(the metadata trap, chapter 08)",
+            file=sys.stderr,
+        )
     try:
         if args.until_drained:
-            pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
-                           progress=lambda m: print(m, file=sys.stderr))  # fmt: skip
+            pipeline.drain(
+                queries,
+                bootstrap=settings.endpoints().kafka_bootstrap,
+                topic_prefix=cfg.topic_prefix,
+                progress=lambda m: print(m, file=sys.stderr),
+            )
         else:
             _follow(queries, args.duration)
     finally:
@@ -340,8 +400,10 @@ def _watch(args, settings) -> int:
     kwargs = _watchdog_kwargs(args, settings, cfg.topic_prefix)
     deadline = time.monotonic() + args.duration if args.duration else None
     names = ", ".join(channel.name for channel in kwargs["channels"])
-    print(f"[watch] following {events}; alerts -> {names}; stall after {args.stall_after:g} s, lag over {args.lag_threshold} records",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"[watch] following {events}; alerts -> {names}; stall after {args.stall_after:g} s, lag over {args.lag_threshold} records",
+        file=sys.stderr,
+    )
     dog = follow_log(events, until=lambda: deadline is not None and time.monotonic() >= deadline, **kwargs)
     print(f"[watch] {len(dog.alerts)} alert(s), {len(dog.failures)} channel failure(s)", file=sys.stderr)
     return 0

@@ -213,8 +213,14 @@ class Encoder:
             head = dump_json({"v": SCHEMA_VERSION, "kind": kind.value, "site": msg.site, "session": msg.session})
             head = self._heads[(kind, msg.site, msg.session)] = head[:-1] + b',"seq":'
         seq, epoch, ts = msg.seq, msg.epoch, msg.ts
-        if not (type(seq) is int and type(epoch) is int and type(ts) is int and 0 <= seq <= _INT64_MAX
-                and 0 <= epoch <= _INT64_MAX and _INT64_MIN <= ts <= _INT64_MAX):  # fmt: skip
+        if not (
+            type(seq) is int
+            and type(epoch) is int
+            and type(ts) is int
+            and 0 <= seq <= _INT64_MAX
+            and 0 <= epoch <= _INT64_MAX
+            and _INT64_MIN <= ts <= _INT64_MAX
+        ):
             _check_int(seq, "seq", minimum=0)
             _check_int(epoch, "epoch", minimum=0)
             _check_int(ts, "ts")

@@ -186,8 +186,9 @@ def _wait_for_leaders(admin: AdminClient, bootstrap: str, topics: Sequence[str],
                 return
             last = f"no leader yet for {', '.join(waiting)}"
         if time.monotonic() > deadline:
-            raise TopicError(waiting[0] if waiting else topics[0], bootstrap,
-                             f"has no partition leader after {timeout_s:g}s ({last})")  # fmt: skip
+            raise TopicError(
+                waiting[0] if waiting else topics[0], bootstrap, f"has no partition leader after {timeout_s:g}s ({last})"
+            )
         time.sleep(0.1)
 
 
@@ -226,10 +227,12 @@ def place(
             records = list(log(topic, partition))
         except Exception as exc:  # noqa: BLE001 - any failure to read back leaves the outcome open
             for u in waiting:
-                u.on_delivery(Delivery(
-                    "indeterminate",
-                    error=f"Kafka acknowledged it without an offset and {topic}/{partition} could not be read back ({exc})",
-                ))  # fmt: skip
+                u.on_delivery(
+                    Delivery(
+                        "indeterminate",
+                        error=f"Kafka acknowledged it without an offset and {topic}/{partition} could not be read back ({exc})",
+                    )
+                )
             continue
         taken = set(claimed.get((topic, partition), ()))
         candidates: dict[tuple[bytes | None, bytes | None], list[int]] = {}
@@ -243,10 +246,12 @@ def place(
                 taken.add(offset)
                 u.on_delivery(Delivery("ok", partition, offset))
             else:
-                u.on_delivery(Delivery(
-                    "failed",
-                    error=f"Kafka acknowledged it without an offset, but it is not in {topic}/{partition}: lost",
-                ))  # fmt: skip
+                u.on_delivery(
+                    Delivery(
+                        "failed",
+                        error=f"Kafka acknowledged it without an offset, but it is not in {topic}/{partition}: lost",
+                    )
+                )
 
 
 class KafkaTransport:
@@ -348,12 +353,14 @@ class KafkaTransport:
 # What a broker answers about a partition it is still loading: a topic just created is in the
 # metadata (with its leader) a moment before that leader serves offset requests for it, and a
 # reader that asks in that moment gets one of these. They pass on their own; the deadline bounds them.
-_NOT_READY = frozenset({
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_PARTITION,
-})  # fmt: skip
+_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+    }
+)
 
 
 def partition_watermarks(
@@ -369,8 +376,7 @@ def partition_watermarks(
 
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"osl-watermarks-{uuid.uuid4().hex[:8]}",
-                         "log_level": 2})  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"osl-watermarks-{uuid.uuid4().hex[:8]}", "log_level": 2})
     deadline = time.monotonic() + timeout_s
     try:
         while True:
@@ -419,8 +425,15 @@ def read_partition(bootstrap: str, topic: str, partition: int, *, timeout_s: flo
     retriable consumer error), and ProducerError on any other consumer error."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "osl-producers-place", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "log_level": 2})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "osl-producers-place",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "log_level": 2,
+        }
+    )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
         if high <= low:

@@ -429,11 +429,21 @@ class Runner:
             fault = tx.fault
             value = tx.value
             row = (
-                self.run_id, index, msg.site, msg.session, topic, msg.kind.value, msg.seq, msg.epoch, msg.ts,
-                tx.intended_bytes(), value, fault,
+                self.run_id,
+                index,
+                msg.site,
+                msg.session,
+                topic,
+                msg.kind.value,
+                msg.seq,
+                msg.epoch,
+                msg.ts,
+                tx.intended_bytes(),
+                value,
+                fault,
                 json.dumps(dict(tx.detail), sort_keys=True) if fault else None,
                 int(self._wall() * 1000),
-            )  # fmt: skip
+            )
             per_site["rows"] += 1
             if fault:
                 self._faults[fault] += 1

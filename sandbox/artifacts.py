@@ -136,17 +136,26 @@ def resolve_jars(
         log = _log_path(settings, f"resolve-{coord}")
         progress(f"[artifacts] resolving {coord} and its dependencies from {registry} (log: {log}) ...")
         cmd = [
-            str(java), "-jar", str(_ivy_jar()),
-            "-settings", str(ivy_settings),
-            "-dependency", group, artifact, version,
-            "-confs", "default",
-            "-types", "jar", "bundle",
-            "-retrieve", str(staging / "[artifact]-[revision](-[classifier]).[ext]"),
+            str(java),
+            "-jar",
+            str(_ivy_jar()),
+            "-settings",
+            str(ivy_settings),
+            "-dependency",
+            group,
+            artifact,
+            version,
+            "-confs",
+            "default",
+            "-types",
+            "jar",
+            "bundle",
+            "-retrieve",
+            str(staging / "[artifact]-[revision](-[classifier]).[ext]"),
             *([] if transitive else ["-notransitive"]),
-        ]  # fmt: skip
+        ]
         started = time.monotonic()
-        _, tail = _run_streaming(cmd, progress, _ivy_step, label=coord, unit="dependencies found or jars downloaded",
-                                 log=log)  # fmt: skip
+        _, tail = _run_streaming(cmd, progress, _ivy_step, label=coord, unit="dependencies found or jars downloaded", log=log)
         if tail is not None:
             raise ArtifactFetchError(coord, registry, _ivy_failure(tail) + f" (whole output: {log})")
         downloaded = sum(_ivy_download(line) for line in log.read_text(encoding="utf-8").splitlines())
@@ -185,9 +194,10 @@ def _ivy_step(line: str) -> bool:
 
 def _ivy_failure(tail: list[str]) -> str:
     interesting = [
-        line.strip() for line in tail
+        line.strip()
+        for line in tail
         if any(k in line for k in ("UNRESOLVED", "not found", "Server access error", "unresolved", "FAILED", "Exception"))
-    ]  # fmt: skip
+    ]
     return "; ".join(dict.fromkeys(interesting[:6])) or " / ".join(line.strip() for line in tail[-5:])
 
 
@@ -250,9 +260,13 @@ def spark_job_jars(settings: Settings, *, progress: Progress = say) -> list[Path
     with the AWS SDK modules it uses, less what pyspark already ships; then the project's own
     classes (:func:`project_jar`)."""
     return resolve_jars(
-        settings, f"spark-job-{versions.PYSPARK}", versions.spark_job_packages(),
-        intransitive=versions.spark_job_intransitive(), drop_provided_by_spark=True, progress=progress,
-    ) + [project_jar(settings, progress=progress)]  # fmt: skip
+        settings,
+        f"spark-job-{versions.PYSPARK}",
+        versions.spark_job_packages(),
+        intransitive=versions.spark_job_intransitive(),
+        drop_provided_by_spark=True,
+        progress=progress,
+    ) + [project_jar(settings, progress=progress)]
 
 
 #: The project's own JVM classes (one today: osl.FastCheckpointFileManager, see
@@ -294,8 +308,10 @@ def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
 
     sources = _java_sources(JAVA_SOURCES)
     if not sources:
-        raise SandboxError(f"no Java sources in {JAVA_SOURCES}: the sandbox package is incomplete; reinstall it "
-                           "(pip install -e . in the checkout)")  # fmt: skip
+        raise SandboxError(
+            f"no Java sources in {JAVA_SOURCES}: the sandbox package is incomplete; reinstall it "
+            "(pip install -e . in the checkout)"
+        )
     digest = hashlib.sha256(f"{versions.PYSPARK} {versions.ECJ}".encode())
     for name, text in sorted(sources.items()):
         digest.update(name.encode() + b"\0" + text)
@@ -315,11 +331,21 @@ def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
     progress(f"[artifacts] compiling {len(files)} Java source(s) from {JAVA_SOURCES} with ecj {versions.ECJ} ...")
     spark_jars = sorted((spark_home() / "jars").glob("*.jar"))
     cmd = [
-        str(java_executable(settings.java_home)), "-jar", str(ecj), "--release", str(versions.JAVA_MIN), "-encoding", "UTF-8",
-        "-nowarn", "-d", str(staging / "classes"), "-cp", os.pathsep.join(map(str, spark_jars)), *map(str, files),
-    ]  # fmt: skip
-    _, tail = _run_streaming(cmd, progress, lambda _line: True, label="the Java compile", unit="compiler output lines",
-                               log=log)  # fmt: skip
+        str(java_executable(settings.java_home)),
+        "-jar",
+        str(ecj),
+        "--release",
+        str(versions.JAVA_MIN),
+        "-encoding",
+        "UTF-8",
+        "-nowarn",
+        "-d",
+        str(staging / "classes"),
+        "-cp",
+        os.pathsep.join(map(str, spark_jars)),
+        *map(str, files),
+    ]
+    _, tail = _run_streaming(cmd, progress, lambda _line: True, label="the Java compile", unit="compiler output lines", log=log)
     if tail is not None:
         shutil.rmtree(staging, ignore_errors=True)
         detail = "\n".join("    " + line for line in tail[-20:])

@@ -80,8 +80,11 @@ def _local_if_running(settings: Settings) -> Settings:
     running = running_here(settings)
     if not running:
         return settings
-    print(f"note: a local sandbox runs from {settings.state_dir} ({', '.join(running)}): acting on it; "
-          "--backend compose for the compose stack", file=sys.stderr)  # fmt: skip
+    print(
+        f"note: a local sandbox runs from {settings.state_dir} ({', '.join(running)}): acting on it; "
+        "--backend compose for the compose stack",
+        file=sys.stderr,
+    )
     return replace(settings, backend="local")
 
 

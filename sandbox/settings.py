@@ -172,13 +172,13 @@ class Settings:
                 env.get("OSL_SPARK_JIT") or "c1",
                 SPARK_JIT_OPTIONS,
                 "set c1 (quick start, the default on small machines) or tiered (the JVM's own C1-then-C2), or unset it",
-            ),  # fmt: skip
+            ),
             "executor_gc": _choice(
                 "OSL_SPARK_EXECUTOR_GC",
                 env.get("OSL_SPARK_EXECUTOR_GC") or "parallel",
                 EXECUTOR_GC_OPTIONS,
                 "set parallel (the default) or g1 (the JVM's own choice), or unset it",
-            ),  # fmt: skip
+            ),
         }
         for key, name in (
             ("s3_access_key", "OSL_S3_ACCESS_KEY"),
@@ -268,8 +268,11 @@ def docker_engine_answers(timeout_s: float = 3.0) -> bool:
     try:
         proc = subprocess.run(
             [docker, "info", "--format", "{{.ServerVersion}}"],
-            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
     except (subprocess.TimeoutExpired, OSError):
         return False
     return proc.returncode == 0 and proc.stdout.strip() not in ("", "<no value>")

@@ -30,9 +30,17 @@ DRIVER_UI_TRIES = 17
 def sandbox_ports(offset: int, workers: int = 2) -> list[int]:
     """Every host port a sandbox at ``offset`` listens on, the driver UI's retries included."""
     p = Ports().shifted(offset)
-    return [p.kafka, p.kafka_controller, p.minio, p.minio_console, p.spark_master, p.spark_master_ui,
-            p.jupyter, *(p.worker_ui(n) for n in range(1, workers + 1)),
-            *range(p.spark_driver_ui, p.spark_driver_ui + DRIVER_UI_TRIES)]  # fmt: skip
+    return [
+        p.kafka,
+        p.kafka_controller,
+        p.minio,
+        p.minio_console,
+        p.spark_master,
+        p.spark_master_ui,
+        p.jupyter,
+        *(p.worker_ui(n) for n in range(1, workers + 1)),
+        *range(p.spark_driver_ui, p.spark_driver_ui + DRIVER_UI_TRIES),
+    ]
 
 
 def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
@@ -69,19 +77,22 @@ def _free(port: int) -> bool:
     return True
 
 
-def free_port_offset(*, rng: random.Random | None = None, tries: int = 200,
-                     ephemeral: tuple[int, int] | None = None) -> int:  # fmt: skip
+def free_port_offset(*, rng: random.Random | None = None, tries: int = 200, ephemeral: tuple[int, int] | None = None) -> int:
     """An offset from :func:`candidate_offsets` where every port of a two-worker sandbox is free
     now. Drawn at random, so parallel runs rarely meet."""
     rng = rng or random.Random()
     ephemeral = ephemeral or ephemeral_range()
     candidates = candidate_offsets(ephemeral)
     if not candidates:
-        raise RuntimeError(f"no sandbox port offset keeps every port outside the ephemeral range {ephemeral} "
-                           f"({EPHEMERAL_RANGE_FILE}); narrow it, e.g. `sysctl net.ipv4.ip_local_port_range='40000 60999'`")  # fmt: skip
+        raise RuntimeError(
+            f"no sandbox port offset keeps every port outside the ephemeral range {ephemeral} "
+            f"({EPHEMERAL_RANGE_FILE}); narrow it, e.g. `sysctl net.ipv4.ip_local_port_range='40000 60999'`"
+        )
     for _ in range(tries):
         offset = rng.choice(candidates)
         if all(_free(port) for port in sandbox_ports(offset)):
             return offset
-    raise RuntimeError(f"no free sandbox port offset after {tries} draws among {len(candidates)} "
-                       f"candidates ({candidates[0]}..{candidates[-1]}): what holds their ports?")  # fmt: skip
+    raise RuntimeError(
+        f"no free sandbox port offset after {tries} draws among {len(candidates)} "
+        f"candidates ({candidates[0]}..{candidates[-1]}): what holds their ports?"
+    )

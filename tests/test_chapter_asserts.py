@@ -125,8 +125,13 @@ def proc(returncode: int, stdout: str = "", stderr: str = "") -> ns:
 
 def report(ok: bool = True, lost: int = 0, applied: int = 0, quarantined: int = 0) -> ns:
     """A verifier's report (``job.verify``): its verdict and counts."""
-    return ns(ok=ok, lost=lost, applied=applied, quarantined=quarantined,
-              summary=lambda: f"FAILED: {lost} lost, {applied} applied, {quarantined} quarantined")  # fmt: skip
+    return ns(
+        ok=ok,
+        lost=lost,
+        applied=applied,
+        quarantined=quarantined,
+        summary=lambda: f"FAILED: {lost} lost, {applied} applied, {quarantined} quarantined",
+    )
 
 
 def runner_summary(error: str | None = "KafkaError: broker down", outcomes: dict | None = None) -> ns:
@@ -165,8 +170,12 @@ def _ch02_step(_tmp: Path) -> dict:
 def _ch03_kill(offsets: int, commits: set[int], sink_log: set[int], files: list[str]) -> Broken:
     """Where chapter 03's kill fell (N = 5): offsets up to this batch, these commits and batches in
     the sink's log, these files in the bucket that no log lists."""
-    return lambda _tmp: {"N": 5, "kill": ns(offsets=list(range(offsets + 1)), commits=commits,
-                                            sink_log_batches=tuple(sorted(sink_log)), uncommitted_files=files)}  # fmt: skip
+    return lambda _tmp: {
+        "N": 5,
+        "kill": ns(
+            offsets=list(range(offsets + 1)), commits=commits, sink_log_batches=tuple(sorted(sink_log)), uncommitted_files=files
+        ),
+    }
 
 
 def _ch03_rerun(tmp: Path) -> dict:
@@ -174,8 +183,14 @@ def _ch03_rerun(tmp: Path) -> dict:
     from job.spark import checkpoints
 
     query_ckpt = _checkpoint(tmp, [0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4])
-    return {"N": 5, "query_ckpt": query_ckpt, "before": "v1\n{}\noffsets 5 as first planned\n", "checkpoints": checkpoints,
-            "done": proc(1, stderr="Py4JJavaError: ..."), "first_batch": ns(batch_id=6)}  # fmt: skip
+    return {
+        "N": 5,
+        "query_ckpt": query_ckpt,
+        "before": "v1\n{}\noffsets 5 as first planned\n",
+        "checkpoints": checkpoints,
+        "done": proc(1, stderr="Py4JJavaError: ..."),
+        "first_batch": ns(batch_id=6),
+    }
 
 
 def _ch03_state(_tmp: Path) -> dict:
@@ -187,8 +202,14 @@ def _ch03_state(_tmp: Path) -> dict:
 def _ch03_sinks(_tmp: Path) -> dict:
     append = {"rows written": 300, "distinct records": 300, "rows of batch 1": 100}  # no replay after the crash
     idem = {"rows written": 350, "distinct records": 300, "rows of batch 1": 100}  # a replay written twice
-    return {"append": append, "idem": idem, "foreach": {"append": append, "idempotent": idem},
-            "spark_dupes": 3, "raw_dupes": 0, "orphans": []}  # fmt: skip
+    return {
+        "append": append,
+        "idem": idem,
+        "foreach": {"append": append, "idempotent": idem},
+        "spark_dupes": 3,
+        "raw_dupes": 0,
+        "orphans": [],
+    }
 
 
 def _ch04_run(_tmp: Path) -> dict:
@@ -198,16 +219,23 @@ def _ch04_run(_tmp: Path) -> dict:
         return ns(behaviour=behaviour, batches_during=batches, alerts=alerts, time_to_flow_s=None)
 
     by_kind = {
-        "worker-kill": outcome("waited", 0), "broker-kill": outcome("kept going", 3, ("recovered",)),
-        "minio-pause": outcome("kept going", 3, ()), "master-kill": outcome("waited", 0),
+        "worker-kill": outcome("waited", 0),
+        "broker-kill": outcome("kept going", 3, ("recovered",)),
+        "minio-pause": outcome("kept going", 3, ()),
+        "master-kill": outcome("waited", 0),
         "driver-kill": outcome("kept going", 4, ("stall", "recovered", "stall")),
-    }  # fmt: skip
+    }
     from job.drills import environment
 
-    return {"by_kind": by_kind, "table": "fault | behaviour\n...", "environment": environment,
-            "run": ns(outcomes=list(by_kind.values()), job_starts=3, alerts=["stall"], clean=False,
-                      verdict={"summary": "FAILED: 12 lost"}),
-            "recovery": ["Starting Spark master", "I have been elected leader! New state: RECOVERING"]}  # fmt: skip
+    return {
+        "by_kind": by_kind,
+        "table": "fault | behaviour\n...",
+        "environment": environment,
+        "run": ns(
+            outcomes=list(by_kind.values()), job_starts=3, alerts=["stall"], clean=False, verdict={"summary": "FAILED: 12 lost"}
+        ),
+        "recovery": ["Starting Spark master", "I have been elected leader! New state: RECOVERING"],
+    }
 
 
 def _ch05_backlog(_tmp: Path) -> dict:
@@ -216,67 +244,136 @@ def _ch05_backlog(_tmp: Path) -> dict:
     big = batch(20_000, 30.0)
     a = ns(backlog=30_000, batches=[batch(500, 10.0), big], first_commit_s=12.0, caught_up_s=30.0, peak_memory_bytes=32 << 20)
     # "capped" at 4,000 yet one batch took 6,000; first records as late as the uncapped run's, caught up as early
-    a4 = ns(backlog=29_000, batches=[batch(6_000, 5.0), batch(4_000, 9.0)], first_commit_s=20.0, caught_up_s=30.0,
-            peak_memory_bytes=32 << 20)  # the same pages as the whole backlog's batch  # fmt: skip
+    a4 = ns(
+        backlog=29_000,
+        batches=[batch(6_000, 5.0), batch(4_000, 9.0)],
+        first_commit_s=20.0,
+        caught_up_s=30.0,
+        peak_memory_bytes=32 << 20,
+    )  # the same pages as the whole backlog's batch
     # a batch above the cap, state that never expired, and no catch-up
     b = ns(batches=[batch(6_000, 5.0, 9), batch(0, 6.0, 3)], caught_up_s=None, table=lambda: "batch | rows\n...")
     produce = lambda *args, **kw: ns(run=lambda: runner_summary())  # noqa: E731  (the priming run failed)
-    return {"a": a, "a4": a4, "big": big, "b": b, "produce": produce, "prime": "nb05-prime-", "CAP": 4000, "TRIGGER_S": 2,
-            "summary": runner_summary(None, {"ok": 12_000}), "result": {"summary": runner_summary()},
-            "predicted": 90.0, "peak_state": 3, "report": report(ok=False, lost=40)}  # fmt: skip
+    return {
+        "a": a,
+        "a4": a4,
+        "big": big,
+        "b": b,
+        "produce": produce,
+        "prime": "nb05-prime-",
+        "CAP": 4000,
+        "TRIGGER_S": 2,
+        "summary": runner_summary(None, {"ok": 12_000}),
+        "result": {"summary": runner_summary()},
+        "predicted": 90.0,
+        "peak_state": 3,
+        "report": report(ok=False, lost=40),
+    }
 
 
 def _ch06_matrix(_tmp: Path) -> dict:
     from producers.faults import Reorder
 
-    frame = pd.DataFrame([
-        {"policy": "window", "fault": "reorder", "quarantined": 9, "applied": 0, "other_kinds": "", "allowed": True},
-        {"policy": "resync", "fault": "reorder", "quarantined": 4, "applied": 0, "other_kinds": "", "allowed": True},
-        {"policy": "resync", "fault": "corrupt", "quarantined": 0, "applied": 2, "other_kinds": "", "allowed": False},
-        {"policy": "none", "fault": "duplicate", "quarantined": 0, "applied": 1, "other_kinds": "", "allowed": True},
-    ])  # fmt: skip
-    by = pd.DataFrame({"quarantined": [9, 4, 0, 0], "applied": [0, 0, 2, 1]},
-                      index=pd.MultiIndex.from_tuples([("window", "reorder"), ("resync", "reorder"), ("resync", "corrupt"),
-                                                       ("none", "duplicate")], names=["policy", "fault"]))  # fmt: skip
-    reports = {"strict": report(ok=False, quarantined=2), "resync": report(lost=3, applied=50), "window": report(lost=1),
-               "none": report(applied=40)}  # fmt: skip
-    matrix = ns(summary=ns(faults={"reorder": 3}), runs={"resync": ns(error="KafkaError"), "window": ns(error=None),
-                                                        "none": ns(error=None)})  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {"policy": "window", "fault": "reorder", "quarantined": 9, "applied": 0, "other_kinds": "", "allowed": True},
+            {"policy": "resync", "fault": "reorder", "quarantined": 4, "applied": 0, "other_kinds": "", "allowed": True},
+            {"policy": "resync", "fault": "corrupt", "quarantined": 0, "applied": 2, "other_kinds": "", "allowed": False},
+            {"policy": "none", "fault": "duplicate", "quarantined": 0, "applied": 1, "other_kinds": "", "allowed": True},
+        ]
+    )
+    by = pd.DataFrame(
+        {"quarantined": [9, 4, 0, 0], "applied": [0, 0, 2, 1]},
+        index=pd.MultiIndex.from_tuples(
+            [("window", "reorder"), ("resync", "reorder"), ("resync", "corrupt"), ("none", "duplicate")],
+            names=["policy", "fault"],
+        ),
+    )
+    reports = {
+        "strict": report(ok=False, quarantined=2),
+        "resync": report(lost=3, applied=50),
+        "window": report(lost=1),
+        "none": report(applied=40),
+    }
+    matrix = ns(
+        summary=ns(faults={"reorder": 3}),
+        runs={"resync": ns(error="KafkaError"), "window": ns(error=None), "none": ns(error=None)},
+    )
     sweep = pd.DataFrame({"ok": [True, False], "set_aside": [10, 90], "bound": [20, 60], "set_aside_per_fault": [5.0, 4.0]})
     sp = ns(run=ns(error=None, report=report(ok=False, lost=7)), gap_free=False, applied_seqs=[0, 1, 2, 4])
-    return {"Reorder": Reorder, "frame": frame, "by": by, "bad_record_faults": ["corrupt"],
-            "reports": reports, "matrix": matrix, "sweep": sweep, "strict": ns(error=None), "sp": sp,
-            "gap": "seq 41 after 39", "last_clean": 29, "missing": ["crash", "reorder"],
-            "failed": ["window sets aside fewer records around reorders than resync"]}  # fmt: skip
+    return {
+        "Reorder": Reorder,
+        "frame": frame,
+        "by": by,
+        "bad_record_faults": ["corrupt"],
+        "reports": reports,
+        "matrix": matrix,
+        "sweep": sweep,
+        "strict": ns(error=None),
+        "sp": sp,
+        "gap": "seq 41 after 39",
+        "last_clean": 29,
+        "missing": ["crash", "reorder"],
+        "failed": ["window sets aside fewer records around reorders than resync"],
+    }
 
 
 def _ch07_loss(_tmp: Path) -> dict:
     # a job slower than its input: no backlog is ever worked off
-    table = pd.DataFrame({"scenario": ["weekend (Fri 18:00 to Mon 08:00)"] * 2, "retention_h": [24, 72],
-                          "catch_up_h": [float("inf"), float("inf")]})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "scenario": ["weekend (Fri 18:00 to Mon 08:00)"] * 2,
+            "retention_h": [24, 72],
+            "catch_up_h": [float("inf"), float("inf")],
+        }
+    )
     found = [ns(topic="t1", partition=0, start=10, end=20, count=10), ns(topic="t2", partition=1, start=0, end=5, count=5)]
     deleted = [ns(topic="t1", partition=0, start=5, end=20, count=15)]
     return {
-        "table": table, "throughput": 109.0, "input_rate": 150.0,
-        "found": found, "deleted": deleted, "first": proc(1, stderr="UsageError"), "skipped": proc(1, stderr="..."),
-        "first_run": ns(error=None, rows=0, batches=1), "read": {("t1", 0): 0},
-        "outage": ns(records=0), "before": {"retention.ms": "604800000"}, "after": {"retention.ms": "1000"},
-        "gone_partitions": {("t1", 0), ("t3", 2), ("t2", 0), ("t2", 1)}, "shortened": "t1", "by_hand": "t2", "hit": ("t2", 0),
+        "table": table,
+        "throughput": 109.0,
+        "input_rate": 150.0,
+        "found": found,
+        "deleted": deleted,
+        "first": proc(1, stderr="UsageError"),
+        "skipped": proc(1, stderr="..."),
+        "first_run": ns(error=None, rows=0, batches=1),
+        "read": {("t1", 0): 0},
+        "outage": ns(records=0),
+        "before": {"retention.ms": "604800000"},
+        "after": {"retention.ms": "1000"},
+        "gone_partitions": {("t1", 0), ("t3", 2), ("t2", 0), ("t2", 1)},
+        "shortened": "t1",
+        "by_hand": "t2",
+        "hit": ("t2", 0),
         "marks": {("t1", 0): (0, 50), ("t3", 2): (7, 50), ("t2", 0): (9, 40), ("t2", 1): (9, 40)},
-        "topics": ["t1", "t2", "t3"], "kept": [("t2", 1)], "ends": {("t2", 0): (0, 40), ("t2", 1): (0, 40)},
-        "summary": runner_summary(), "summary_b": runner_summary(), "failed": proc(0, stderr="Traceback (most recent call last): ..."),
-        "error_line": None, "stopped": ns(rows=120), "blind": report(), "report": report(ok=True, lost=12),
+        "topics": ["t1", "t2", "t3"],
+        "kept": [("t2", 1)],
+        "ends": {("t2", 0): (0, 40), ("t2", 1): (0, 40)},
+        "summary": runner_summary(),
+        "summary_b": runner_summary(),
+        "failed": proc(0, stderr="Traceback (most recent call last): ..."),
+        "error_line": None,
+        "stopped": ns(rows=120),
+        "blind": report(),
+        "report": report(ok=True, lost=12),
         "losses": pd.DataFrame({"session": ["s1"], "whole_again": [False]}),
         "cli": proc(2, stdout="FAILED: 12 lost", stderr="error: --kafka-deleted: no such file"),
-    }  # fmt: skip
+    }
 
 
 def _ch08_repair(tmp: Path) -> dict:
     # the plan restarts t1[2] after its damage: records 30..39 are never read again
     bad = [ns(topic="t1", partition=2, damaged=True, restart=40, damage=30, checkpoint_end=80)]
-    return {"damaged": {("t1", 2)}, "lost_where": {("t1", 2), ("t2", 2)}, "bad": bad,
-            "cfg": ns(checkpoint=tmp / "deleted-by-the-dry-run"), "dry": proc(2, stderr="error: --plan: ..."),
-            "applied": proc(1, stderr="[repair] ..."), "after": report(ok=False, lost=4)}  # fmt: skip
+    return {
+        "damaged": {("t1", 2)},
+        "lost_where": {("t1", 2), ("t2", 2)},
+        "bad": bad,
+        "cfg": ns(checkpoint=tmp / "deleted-by-the-dry-run"),
+        "dry": proc(2, stderr="error: --plan: ..."),
+        "applied": proc(1, stderr="[repair] ..."),
+        "after": report(ok=False, lost=4),
+    }
 
 
 def _ch08_guard(tmp: Path) -> dict:
@@ -291,22 +388,37 @@ def _ch08_guard(tmp: Path) -> dict:
 def _ch09_backfill(_tmp: Path) -> dict:
     merged = spark_frame([("t", 0, 1, "a"), ("t", 0, 1, "a")])  # the merge kept a boundary row twice
     # the two ranges met without overlap: no row written twice
-    return {"boundary_duplicates": 0, "merged_duplicates": 1, "same_as_stream": False,
-            "merged_keys": merged, "archive_report": report(ok=False, lost=3), "merged_report": report(ok=False, lost=1),
-            "live_report": report(ok=True), "deleted": [], "bootstrap": "localhost:9092", "prefix": "nb09-",
-            "pipeline": ns(source_end_offsets=lambda bootstrap, prefix: {("nb09-collection-fleet-0", 0): 120}),
-            "summary": runner_summary(), "fixed": ns(report=report(), switched=False, previous="s3a://lake/v1"),
-            "buggy": ns(root="s3a://lake/v1")}  # fmt: skip
+    return {
+        "boundary_duplicates": 0,
+        "merged_duplicates": 1,
+        "same_as_stream": False,
+        "merged_keys": merged,
+        "archive_report": report(ok=False, lost=3),
+        "merged_report": report(ok=False, lost=1),
+        "live_report": report(ok=True),
+        "deleted": [],
+        "bootstrap": "localhost:9092",
+        "prefix": "nb09-",
+        "pipeline": ns(source_end_offsets=lambda bootstrap, prefix: {("nb09-collection-fleet-0", 0): 120}),
+        "summary": runner_summary(),
+        "fixed": ns(report=report(), switched=False, previous="s3a://lake/v1"),
+        "buggy": ns(root="s3a://lake/v1"),
+    }
 
 
 def _ch10_bench(_tmp: Path) -> dict:
-    return {"LOAD": 0.15, "capacity": {"capacity": 4880.0}, "schedule": ns(rate=2440.0, failures=3),
-            "verdicts": {"job": True, "baseline": False},
-            "result": {"runs": {"job": ns(verdict={"summary": "OK"}), "baseline": ns(verdict={"summary": "FAILED: 9 lost"})}},
-            "hit": [2, 0], "job": ns(all_recovered=False, describe=lambda: "unstable: never recovered from failure 2"),
-            "baseline": ns(all_detected=True, all_recovered=False, describe=lambda: "unstable"),
-            "peaks": [42_731, None, 97_586],
-            "state_on": [2, 1, None]}  # fmt: skip
+    return {
+        "LOAD": 0.15,
+        "capacity": {"capacity": 4880.0},
+        "schedule": ns(rate=2440.0, failures=3),
+        "verdicts": {"job": True, "baseline": False},
+        "result": {"runs": {"job": ns(verdict={"summary": "OK"}), "baseline": ns(verdict={"summary": "FAILED: 9 lost"})}},
+        "hit": [2, 0],
+        "job": ns(all_recovered=False, describe=lambda: "unstable: never recovered from failure 2"),
+        "baseline": ns(all_detected=True, all_recovered=False, describe=lambda: "unstable"),
+        "peaks": [42_731, None, 97_586],
+        "state_on": [2, 1, None],
+    }
 
 
 #: name of an assert -> its broken input, or a list of them: one for each part of an ``and`` (see the module's doc)
@@ -317,8 +429,9 @@ BROKEN: dict[str, Broken | list[Broken]] = {
         lambda _: {"services": []},  # the sandbox reported no service at all
         lambda _: {"services": [ns(state="running"), ns(state="stopped")]},
     ],
-    "00: sorted((k for k, *_ in received)) == ['session-a'] * 3 + ['session-b'] * 3":
-        lambda _: {"received": [("session-a", 0, 0, "m"), ("session-b", 1, 0, "m")]},  # four of six never arrived
+    "00: sorted((k for k, *_ in received)) == ['session-a'] * 3 + ['session-b'] * 3": lambda _: {
+        "received": [("session-a", 0, 0, "m"), ("session-b", 1, 0, "m")]
+    },  # four of six never arrived
     "00: body == b'hello, lake' and listed == [key]": [
         lambda _: {"body": b"", "listed": ["tour/hello.txt"], "key": "tour/hello.txt"},  # an empty object
         lambda _: {"body": b"hello, lake", "listed": [], "key": "tour/hello.txt"},  # the listing missed it
@@ -335,8 +448,10 @@ BROKEN: dict[str, Broken | list[Broken]] = {
     ],
     "01: record is not None": lambda _: {"record": None, "topic": "collection-fleet-0", "partition": 1, "offset": 17},
     "01: record.error() is None": lambda _: {"record": ns(error=lambda: "KafkaError{code=OFFSET_OUT_OF_RANGE}")},
-    "01: f'\"reason\": \"{exc.reason}\"' in bad['fault_detail']":
-        lambda _: {"exc": ns(reason="not-json"), "bad": {"fault_detail": '{"reason": "truncated"}'}},
+    "01: f'\"reason\": \"{exc.reason}\"' in bad['fault_detail']": lambda _: {
+        "exc": ns(reason="not-json"),
+        "bad": {"fault_detail": '{"reason": "truncated"}'},
+    },
     "01: len(in_ledger) == len(ok)": lambda _: {"in_ledger": {("t", 0, 1, b"a")}, "ok": pd.DataFrame({"offset": [1, 1]})},
     "01: found == in_ledger": lambda _: {"found": {("t", 0, 1, b"a"), ("t", 0, 2, b"b")}, "in_ledger": {("t", 0, 1, b"a")}},
     "01: unexpected.empty": lambda _: {"unexpected": pd.DataFrame({"outcome": ["timed-out"], "error": ["Message timed out"]})},
@@ -364,8 +479,11 @@ BROKEN: dict[str, Broken | list[Broken]] = {
     "03: int(meta.maxBatchId.max()) == N - 1": lambda _: {"N": 5, "meta": pd.DataFrame({"maxBatchId": [5, 5]})},
     "03: len(stored) >= 1 and isinstance(session_state, SessionState)": [
         _ch03_state,  # the state source read nothing
-        lambda tmp: {**_ch03_state(tmp), "stored": pd.DataFrame({"session_key": ["fleet-0-s0000"], "state": [b"\x81"]}),
-                     "session_state": {"table": {}}},  # parsed into a plain mapping, not the job's type  # fmt: skip
+        lambda tmp: {
+            **_ch03_state(tmp),
+            "stored": pd.DataFrame({"session_key": ["fleet-0-s0000"], "state": [b"\x81"]}),
+            "session_state": {"table": {}},
+        },  # parsed into a plain mapping, not the job's type
     ],
     "03: done.returncode == 0": _ch03_rerun,
     "03: first_batch.batch_id == N": _ch03_rerun,
@@ -373,7 +491,9 @@ BROKEN: dict[str, Broken | list[Broken]] = {
     "03: N in checkpoints.log_state(query_ckpt).commits": _ch03_rerun,
     "03: spark_dupes == 0": _ch03_sinks,
     "03: raw_dupes > 0 or len(orphans) > 0": _ch03_sinks,
-    "03: crashed.returncode == -9": lambda _: {"crashed": proc(0, stderr="[delivery] batch 1 committed")},  # the crash switch did nothing
+    "03: crashed.returncode == -9": lambda _: {
+        "crashed": proc(0, stderr="[delivery] batch 1 committed")
+    },  # the crash switch did nothing
     "03: finished.returncode == 0": lambda _: {"finished": proc(1, stderr="StreamingQueryException")},
     "03: append['rows written'] - append['distinct records'] == append['rows of batch 1'] // 2 > 0": [
         _ch03_sinks,
@@ -497,7 +617,11 @@ BROKEN: dict[str, Broken | list[Broken]] = {
     "07: [k for k in gone_partitions if k[0] == by_hand] == [hit]": _ch07_loss,
     "07: gone_partitions and all((marks[k][0] > read[k] for k in gone_partitions))": [
         lambda _: {"gone_partitions": set(), "marks": {}, "read": {}},  # nothing was deleted
-        lambda _: {"gone_partitions": {("t1", 0)}, "marks": {("t1", 0): (40, 90)}, "read": {("t1", 0): 55}},  # start not past what was read
+        lambda _: {
+            "gone_partitions": {("t1", 0)},
+            "marks": {("t1", 0): (40, 90)},
+            "read": {("t1", 0): 55},
+        },  # start not past what was read
     ],
     "07: kept and all((marks[k][0] == 0 for k in kept))": [
         # the second topic's records sat in one partition only: nothing within it was kept
@@ -525,7 +649,8 @@ BROKEN: dict[str, Broken | list[Broken]] = {
         lambda _: {
             "found": [ns(line=lambda: "t1[0] offsets 10..19 (10 records)"), ns(line=lambda: "t2[1] offsets 0..4 (5 records)")],
             "error_line": "error: streaming query q stopped: Kafka no longer has 10 records that the checkpoint says come next: "
-                          "t1[0] offsets 10..19 (10 records) (...)"},
+            "t1[0] offsets 10..19 (10 records) (...)",
+        },
     ],
     "07: found and all((f.start <= o.start and f.end >= o.end for f, o in zip(found, deleted)))": [
         lambda _: {"found": [], "deleted": [ns(topic="t1", partition=0, start=5, end=20, count=15)]},
@@ -604,7 +729,10 @@ BROKEN: dict[str, Broken | list[Broken]] = {
     "09: merged_report.ok": _ch09_backfill,
     "09: not live_report.ok": _ch09_backfill,
     "09: fixed.report.ok and fixed.switched and (fixed.previous == buggy.root)": [
-        lambda _: {"fixed": ns(report=report(ok=False, lost=2), switched=False, previous=None), "buggy": ns(root="s3a://lake/v1")},
+        lambda _: {
+            "fixed": ns(report=report(ok=False, lost=2), switched=False, previous=None),
+            "buggy": ns(root="s3a://lake/v1"),
+        },
         _ch09_backfill,  # verified, not switched
         lambda _: {"fixed": ns(report=report(), switched=True, previous="s3a://lake/v0"), "buggy": ns(root="s3a://lake/v1")},
     ],
@@ -637,13 +765,12 @@ BROKEN: dict[str, Broken | list[Broken]] = {
         lambda _: {"peak": None, "schedule": ns(rate=800.0), "at": 30.0},  # no lag sampled after the restart
         lambda _: {"peak": 9_000.0, "schedule": ns(rate=800.0), "at": 30.0},  # 24,000 sent; it went on from where it was
     ],
-}  # fmt: skip
+}
 
 #: asserts whose ``all`` may run over nothing, and why a run that leaves nothing to check is a good one
 ALL_MAY_BE_EMPTY: dict[str, str] = {
-    "05: all((x.input_rows == 0 for x in a.batches if x.end < big.end))":
-        "no batch before the whole-backlog batch is the good run: nothing committed before it",
-}  # fmt: skip
+    "05: all((x.input_rows == 0 for x in a.batches if x.end < big.end))": "no batch before the whole-backlog batch is the good run: nothing committed before it",
+}
 
 ASSERTS = chapter_asserts()
 
@@ -687,8 +814,11 @@ def test_every_part_of_an_and_is_the_reason_it_fails_on_one_broken_input(name, t
     parts = conjuncts(ASSERTS[name].test)
     shown = {first_false(parts, broken(tmp_path / str(k)), name) for k, broken in enumerate(broken_inputs(name), 1)}
     lacking = [f"part {i + 1} of {len(parts)}, `{ast.unparse(part)}`" for i, part in enumerate(parts) if i not in shown]
-    assert not lacking, (f"{name!r}: no broken input on which the parts before it hold and it is false, for "
-                         + "; ".join(lacking) + " (add one to its list in BROKEN)")  # fmt: skip
+    assert not lacking, (
+        f"{name!r}: no broken input on which the parts before it hold and it is false, for "
+        + "; ".join(lacking)
+        + " (add one to its list in BROKEN)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -697,12 +827,17 @@ def test_every_part_of_an_and_is_the_reason_it_fails_on_one_broken_input(name, t
 def test_an_all_over_a_collection_fails_when_the_collection_is_empty(name, tmp_path):
     test = ASSERTS[name].test
     namespaces = [broken(tmp_path / str(k)) for k, broken in enumerate(broken_inputs(name), 1)]
-    passes_empty = [f"`{ast.unparse(it)}`" for it in all_iterables(test)
-                    if not any(is_empty(it, ns_, name) and not evaluate(test, ns_, name) for ns_ in namespaces)]  # fmt: skip
-    assert not passes_empty, (f"{name!r}: no broken input on which {', '.join(passes_empty)} is empty and the assert fails: "
-                              "all() over nothing is True, so a run that did nothing passes; give the assert a "
-                              "non-empty part (`xs and all(...)`, `len(frame) > 0 and frame.ok.all()`) and a broken input "
-                              "with nothing in it, or say in ALL_MAY_BE_EMPTY why nothing to check is a good run")  # fmt: skip
+    passes_empty = [
+        f"`{ast.unparse(it)}`"
+        for it in all_iterables(test)
+        if not any(is_empty(it, ns_, name) and not evaluate(test, ns_, name) for ns_ in namespaces)
+    ]
+    assert not passes_empty, (
+        f"{name!r}: no broken input on which {', '.join(passes_empty)} is empty and the assert fails: "
+        "all() over nothing is True, so a run that did nothing passes; give the assert a "
+        "non-empty part (`xs and all(...)`, `len(frame) > 0 and frame.ok.all()`) and a broken input "
+        "with nothing in it, or say in ALL_MAY_BE_EMPTY why nothing to check is a good run"
+    )
 
 
 def test_every_all_that_may_run_over_nothing_is_an_assert_with_one_and_says_why():

@@ -68,8 +68,11 @@ def test_every_figure_in_a_chapter_s_prose_is_declared_or_printed_by_its_run(pat
 
 def test_a_figure_typed_into_the_prose_is_caught():
     def nb(markdown: str) -> dict:
-        code = {"cell_type": "code", "source": "TRIGGER = '2 seconds'\nCAP = 1_000\nP = 0.005\n",
-                "outputs": [{"output_type": "stream", "text": "caught up in 18.8 s\n"}]}  # fmt: skip
+        code = {
+            "cell_type": "code",
+            "source": "TRIGGER = '2 seconds'\nCAP = 1_000\nP = 0.005\n",
+            "outputs": [{"output_type": "stream", "text": "caught up in 18.8 s\n"}],
+        }
         return {"cells": [{"cell_type": "markdown", "source": markdown}, code]}
 
     assert unbound_figures(nb("The capped run caught up in 18.8 s, a batch every 2 s of at most 1,000 records.")) == []

@@ -58,8 +58,9 @@ def test_the_steady_p99_leaves_out_the_records_of_the_query_s_first_seconds(job_
 def test_the_latency_table_shows_the_job_s_batch_durations_beside_its_tail(job_bench, capsys):
     import argparse
 
-    job = job_bench.Latency("job, applyInPandasWithState", 10, 10, 1200.0, 1600.0, 1900.0, 2100.0,
-                            batch_ms=[700.0, 800.0, 750.0, 1300.0, 720.0])  # fmt: skip
+    job = job_bench.Latency(
+        "job, applyInPandasWithState", 10, 10, 1200.0, 1600.0, 1900.0, 2100.0, batch_ms=[700.0, 800.0, 750.0, 1300.0, 720.0]
+    )
     baseline = job_bench.Latency("baseline (1 Python process)", 10, 10, 20.0, 30.0, 40.0, 50.0)
     assert job.batch_percentile(50) == 750.0 and baseline.batch_percentile(50) is None
     job_bench.print_latency([job, baseline], argparse.Namespace(rate=200.0, duration=60.0, trigger="1 second"))
@@ -93,9 +94,26 @@ def test_the_baseline_is_the_median_of_its_runs_and_unverified_if_one_run_was(jo
 def test_cap_rounds_alternate_both_caps_with_the_archive_in_the_sink(job_bench, monkeypatch):
     """``--cap-rounds 2`` runs the two caps in turn after the stages, each with the archive in
     the sink; the Spark runs are stubbed (this is the sweep's bookkeeping, not a measurement)."""
-    monkeypatch.setattr(sys, "argv", ["job_bench.py", "--sweep", "--shapes", "50x20", "--operators",
-                                      "applyInPandasWithState", "--caps", "100000", "--partitions", "2",
-                                      "--no-side-stages", "--cap-rounds", "2", "--skip-live"])  # fmt: skip
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "job_bench.py",
+            "--sweep",
+            "--shapes",
+            "50x20",
+            "--operators",
+            "applyInPandasWithState",
+            "--caps",
+            "100000",
+            "--partitions",
+            "2",
+            "--no-side-stages",
+            "--cap-rounds",
+            "2",
+            "--skip-live",
+        ],
+    )
     args, operators = job_bench.parse_args()
     runs = []
 
@@ -126,14 +144,23 @@ def test_cap_rounds_alternate_both_caps_with_the_archive_in_the_sink(job_bench, 
 def test_the_summary_line_takes_the_default_operators_median_round_and_its_worst_live_p99_only(job_bench):
     import argparse
 
-    args = argparse.Namespace(shape=job_bench.FLEET, rounds=3, max_offsets=100_000, raw_archive="in-sink", rate=200.0,
-                              trigger="1 second")  # fmt: skip
-    rounds = [job_bench.Throughput("job, applyInPandasWithState", 100, s, setup={"operator": "applyInPandasWithState"})
-              for s in (2.0, 4.0, 2.5)]  # fmt: skip
+    args = argparse.Namespace(
+        shape=job_bench.FLEET, rounds=3, max_offsets=100_000, raw_archive="in-sink", rate=200.0, trigger="1 second"
+    )
+    rounds = [
+        job_bench.Throughput("job, applyInPandasWithState", 100, s, setup={"operator": "applyInPandasWithState"})
+        for s in (2.0, 4.0, 2.5)
+    ]
     other = job_bench.Throughput("job, x", 100, 0.5, setup={"operator": "applyInPandasWithState-by-partition"})
-    live = [job_bench.Latency(name, 1, 1, 1, 1, p99, 1) for name, p99 in (
-        ("job, applyInPandasWithState, archive", 2_400.0), ("job, applyInPandasWithState, archive", 3_100.0),
-        ("job, applyInPandasWithState-by-partition, archive", 9_000.0), ("baseline (1 Python process)", 600.0))]  # fmt: skip
+    live = [
+        job_bench.Latency(name, 1, 1, 1, 1, p99, 1)
+        for name, p99 in (
+            ("job, applyInPandasWithState, archive", 2_400.0),
+            ("job, applyInPandasWithState, archive", 3_100.0),
+            ("job, applyInPandasWithState-by-partition, archive", 9_000.0),
+            ("baseline (1 Python process)", 600.0),
+        )
+    ]
     base = job_bench.Throughput("baseline (1 Python process)", 100, 1.0)
     line = job_bench.summary_line([base, job_bench.median_run(rounds), other], live, args)
     assert line == (

@@ -161,16 +161,20 @@ def layering_violations(edges: dict[str, list[tuple[str, int]]]) -> list[str]:
             dst_pkg = dst.split(".")[0]
             if dst_pkg not in PACKAGES:
                 if src.startswith("job.engine") and dst_pkg not in sys.stdlib_module_names | set(ENGINE_THIRD_PARTY):
-                    out.append(f"{where}: the engine is pure Python, it may import only the standard library, "
-                               f"{', '.join(ENGINE_THIRD_PARTY)} and {', '.join(JOB_OUTSIDE['engine'])}")  # fmt: skip
+                    out.append(
+                        f"{where}: the engine is pure Python, it may import only the standard library, "
+                        f"{', '.join(ENGINE_THIRD_PARTY)} and {', '.join(JOB_OUTSIDE['engine'])}"
+                    )
                 continue
             if dst_pkg != pkg:
                 if pkg != "job":
                     if not dst.startswith(CROSS[pkg]):
                         out.append(f"{where}: {pkg} may import only {', '.join(CROSS[pkg]) or 'nothing'} of the other packages")
                 elif dst not in (allowed := job_outside(src)):
-                    out.append(f"{where}: {src} may import only {', '.join(sorted(allowed)) or 'nothing'} of producers "
-                               "and sandbox (tests/test_layering.py JOB_OUTSIDE lists each with its reason)")  # fmt: skip
+                    out.append(
+                        f"{where}: {src} may import only {', '.join(sorted(allowed)) or 'nothing'} of producers "
+                        "and sandbox (tests/test_layering.py JOB_OUTSIDE lists each with its reason)"
+                    )
                 continue
             if pkg != "job":
                 continue
@@ -178,8 +182,10 @@ def layering_violations(edges: dict[str, list[tuple[str, int]]]) -> list[str]:
             if a == b:
                 continue
             if WING_RANK[b] >= WING_RANK[a] or b in FORBIDDEN.get(a, ()):
-                out.append(f"{where}: wing {a or 'job'} may not import wing {b or 'job'} (imports only run down: "
-                           "cli -> drills -> ops -> verify -> spark -> engine; baseline: engine + verify)")  # fmt: skip
+                out.append(
+                    f"{where}: wing {a or 'job'} may not import wing {b or 'job'} (imports only run down: "
+                    "cli -> drills -> ops -> verify -> spark -> engine; baseline: engine + verify)"
+                )
     return sorted(set(out))
 
 
@@ -243,8 +249,10 @@ def test_every_allowance_is_used():
 def test_importing_the_engine_loads_no_spark_kafka_or_sandbox():
     """The static check sees the engine's own lines; this one what ``import job.engine`` loads
     through them (``job/__init__``, the producers' contract), in a fresh interpreter."""
-    code = ("import sys, job.engine.session, job.engine.errors; "
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {ENGINE_NEVER_LOADS!r}))")  # fmt: skip
+    code = (
+        "import sys, job.engine.session, job.engine.errors; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {ENGINE_NEVER_LOADS!r}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"import job.engine loaded {done.stdout.strip()}"
@@ -271,11 +279,15 @@ def test_an_upward_import_and_a_circle_are_caught():
         "producers.sessions": [("producers.faults", 9)],
     }
     problems = layering_violations(planted)
-    for wanted in ("job.engine.session (line 7) imports job.drills.trap", "job.baseline (line 3) imports job.spark.pipeline",
-                   "job.engine.errors (line 11) imports pyspark.sql.utils: the engine is pure Python",
-                   "job.engine.errors (line 12) imports sandbox.settings", "job.engine.errors (line 13) imports producers.runner",
-                   "job.verify.compare (line 5) imports sandbox.jvm.spark_session",
-                   "job.verify.lake_check (line 5) imports sandbox.jvm.spark_session"):  # fmt: skip
+    for wanted in (
+        "job.engine.session (line 7) imports job.drills.trap",
+        "job.baseline (line 3) imports job.spark.pipeline",
+        "job.engine.errors (line 11) imports pyspark.sql.utils: the engine is pure Python",
+        "job.engine.errors (line 12) imports sandbox.settings",
+        "job.engine.errors (line 13) imports producers.runner",
+        "job.verify.compare (line 5) imports sandbox.jvm.spark_session",
+        "job.verify.lake_check (line 5) imports sandbox.jvm.spark_session",
+    ):
         assert any(wanted in p for p in problems), (wanted, problems)
     assert len(problems) == 7, problems
     assert circles(planted) == [["job.drills.trap", "job.engine.session"], ["producers.faults", "producers.sessions"]]
@@ -297,5 +309,10 @@ def test_the_readme_states_the_rules_this_test_enforces():
     ranked = sorted((w for w in WING_RANK if w not in ("baseline", "__main__", "")), key=WING_RANK.get, reverse=True)
     assert drawn == ranked, f"README.md draws {drawn}, tests/test_layering.py ranks {ranked}"
     assert "the verifier takes its Spark session and S3 target from its caller and imports no\nsandbox module" in text
-    assert not [m for key, allowed in JOB_OUTSIDE.items() if key.split(".")[0] in ("engine", "verify")
-                for m in allowed if m.startswith("sandbox")], "README.md says the engine and the verifier import no sandbox module"  # fmt: skip
+    assert not [
+        m
+        for key, allowed in JOB_OUTSIDE.items()
+        if key.split(".")[0] in ("engine", "verify")
+        for m in allowed
+        if m.startswith("sandbox")
+    ], "README.md says the engine and the verifier import no sandbox module"

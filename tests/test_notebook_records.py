@@ -48,11 +48,19 @@ def problems(nb: dict) -> list[str]:
 
 
 def _recorded(outputs: list[dict], tags: list[str] | None = None) -> dict:
-    cell = {"cell_type": "code", "execution_count": 1, "source": ["print('x')"], "outputs": outputs,
-            "metadata": {"tags": tags} if tags else {}}  # fmt: skip
+    cell = {
+        "cell_type": "code",
+        "execution_count": 1,
+        "source": ["print('x')"],
+        "outputs": outputs,
+        "metadata": {"tags": tags} if tags else {},
+    }
     nb = {"cells": [cell], "metadata": {}}
-    nb["metadata"][stamp.KEY] = {"at": "then", "code_sha256": stamp.code_fingerprint(nb),
-                                 "outputs_sha256": stamp.outputs_fingerprint(nb)}  # fmt: skip
+    nb["metadata"][stamp.KEY] = {
+        "at": "then",
+        "code_sha256": stamp.code_fingerprint(nb),
+        "outputs_sha256": stamp.outputs_fingerprint(nb),
+    }
     return nb
 
 
@@ -109,8 +117,12 @@ def test_every_chapter_comes_from_the_same_recording_run():
 def test_a_hand_edited_or_stale_chapter_is_caught():
     code = {"cell_type": "code", "source": ["print(1)\n"], "outputs": [], "metadata": {}}
     nb = {"cells": [dict(code, execution_count=1), dict(code, execution_count=2)], "metadata": {}}
-    nb["metadata"][stamp.KEY] = {"run": "r", "at": "t", "code_sha256": stamp.code_fingerprint(nb),
-                                 "outputs_sha256": stamp.outputs_fingerprint(nb)}  # fmt: skip
+    nb["metadata"][stamp.KEY] = {
+        "run": "r",
+        "at": "t",
+        "code_sha256": stamp.code_fingerprint(nb),
+        "outputs_sha256": stamp.outputs_fingerprint(nb),
+    }
     assert problems(nb) == []
     edited = json.loads(json.dumps(nb))
     edited["cells"][1]["source"] = ["print(2)\n"]

@@ -22,10 +22,14 @@ def rb():
 
 def make_run(rb, system="job", events=(), highs=(), visible=()):
     return rb.SystemRun(
-        system=system, t0_ms=T0, failures_ms=[], ledger="unused", events=list(events),
+        system=system,
+        t0_ms=T0,
+        failures_ms=[],
+        ledger="unused",
+        events=list(events),
         highs=pd.DataFrame(list(highs), columns=["ms", "topic", "partition", "high"]),
         visible=pd.DataFrame(list(visible), columns=["topic", "partition", "offset", "visible_ms"]),
-    )  # fmt: skip
+    )
 
 
 def test_per_second_counts_input_by_event_time_processed_by_commit_and_latency_by_event_second(rb):
@@ -79,11 +83,15 @@ def test_spread_batches_of_a_steady_input_give_a_steady_rate_where_commit_second
 
 def test_a_restarted_baseline_loses_what_it_had_committed_so_its_lag_jumps_back(rb):
     run = make_run(
-        rb, system="baseline",
-        events=[{"ms": T0 + 100, "rows": 5, "offsets": {"a": {"0": 5}}}, {"ms": T0 + 1200, "start": True, "reset": True},
-                {"ms": T0 + 2200, "rows": 2, "offsets": {"a": {"0": 2}}}],
+        rb,
+        system="baseline",
+        events=[
+            {"ms": T0 + 100, "rows": 5, "offsets": {"a": {"0": 5}}},
+            {"ms": T0 + 1200, "start": True, "reset": True},
+            {"ms": T0 + 2200, "rows": 2, "offsets": {"a": {"0": 2}}},
+        ],
         highs=[(T0 + 900, "a", 0, 5), (T0 + 1900, "a", 0, 6), (T0 + 2900, "a", 0, 6)],
-    )  # fmt: skip
+    )
     # second 2: the instant before the new process's first batch (all 6 are lag) beats the
     # later sample (4 left)
     assert rb.lag_table(run)["lag"].tolist() == [0, 6, 6]
@@ -91,11 +99,15 @@ def test_a_restarted_baseline_loses_what_it_had_committed_so_its_lag_jumps_back(
 
 def test_a_re_read_that_ends_between_two_samples_still_shows_its_peak(rb):
     run = make_run(
-        rb, system="baseline",
-        events=[{"ms": T0 + 100, "rows": 5, "offsets": {"a": {"0": 5}}}, {"ms": T0 + 1200, "start": True, "reset": True},
-                {"ms": T0 + 1300, "rows": 5, "offsets": {"a": {"0": 5}}}],
+        rb,
+        system="baseline",
+        events=[
+            {"ms": T0 + 100, "rows": 5, "offsets": {"a": {"0": 5}}},
+            {"ms": T0 + 1200, "start": True, "reset": True},
+            {"ms": T0 + 1300, "rows": 5, "offsets": {"a": {"0": 5}}},
+        ],
         highs=[(T0 + 900, "a", 0, 5), (T0 + 1900, "a", 0, 5)],
-    )  # fmt: skip
+    )
     lag = rb.lag_table(run)
     assert lag["lag"].tolist() == [0, 5]
     assert lag[["high", "committed"]].values.tolist() == [[5, 5], [5, 0]]
@@ -217,37 +229,51 @@ def test_a_trend_is_not_read_across_failures_of_different_kinds(rb):
 
 
 def test_a_restart_says_where_the_job_went_on_from(rb):
-    events = [{"ms": 1, "start": True}, *({"ms": 2 + b, "batch": b, "rows": 5} for b in range(4)),
-              {"ms": 9, "start": True}, {"ms": 10, "batch": 3, "rows": 5}, {"ms": 11, "batch": 4, "rows": 5},
-              {"ms": 12, "start": True}, {"ms": 13, "batch": 0, "rows": 5}]  # fmt: skip
-    assert rb.resumed_at(make_run(rb, events=events)) == [{"before": 3, "after": 3, "first_commit_s": 0.001},
-                                                          {"before": 4, "after": 0, "first_commit_s": 0.001}]  # fmt: skip
+    events = [
+        {"ms": 1, "start": True},
+        *({"ms": 2 + b, "batch": b, "rows": 5} for b in range(4)),
+        {"ms": 9, "start": True},
+        {"ms": 10, "batch": 3, "rows": 5},
+        {"ms": 11, "batch": 4, "rows": 5},
+        {"ms": 12, "start": True},
+        {"ms": 13, "batch": 0, "rows": 5},
+    ]
+    assert rb.resumed_at(make_run(rb, events=events)) == [
+        {"before": 3, "after": 3, "first_commit_s": 0.001},
+        {"before": 4, "after": 0, "first_commit_s": 0.001},
+    ]
 
 
 def test_the_warm_up_batch_time_is_the_median_of_the_batches_with_input_before_the_first_failure(rb):
-    run = make_run(rb, events=[
-        {"ms": T0 - 500, "start_ms": T0 - 2000, "batch": 1, "rows": 5},  # began before the producers: not counted
-        {"ms": T0 + 1500, "start_ms": T0 + 0, "batch": 2, "rows": 5},
-        {"ms": T0 + 2600, "start_ms": T0 + 1500, "batch": 3, "rows": 0},  # no input
-        {"ms": T0 + 4000, "start_ms": T0 + 2000, "batch": 4, "rows": 5},
-        {"ms": T0 + 4500, "start_ms": T0 + 4000, "batch": 5, "rows": 5},
-        {"ms": T0 + 9000, "start_ms": T0 + 4500, "batch": 6, "rows": 5},  # ends after the failure
-    ])  # fmt: skip
+    run = make_run(
+        rb,
+        events=[
+            {"ms": T0 - 500, "start_ms": T0 - 2000, "batch": 1, "rows": 5},  # began before the producers: not counted
+            {"ms": T0 + 1500, "start_ms": T0 + 0, "batch": 2, "rows": 5},
+            {"ms": T0 + 2600, "start_ms": T0 + 1500, "batch": 3, "rows": 0},  # no input
+            {"ms": T0 + 4000, "start_ms": T0 + 2000, "batch": 4, "rows": 5},
+            {"ms": T0 + 4500, "start_ms": T0 + 4000, "batch": 5, "rows": 5},
+            {"ms": T0 + 9000, "start_ms": T0 + 4500, "batch": 6, "rows": 5},  # ends after the failure
+        ],
+    )
     run.failures_ms = [T0 + 5000]
     assert rb.warmup_batch_s(run) == 1.5
     assert rb.warmup_batch_s(make_run(rb, system="baseline", events=[{"ms": T0 + 10, "rows": 1}])) is None
 
 
 def test_spark_s_own_view_tells_whether_each_kill_took_an_executor_and_where_the_state_ran_after(rb):
-    run = make_run(rb, events=[
-        {"ms": T0 + 1000, "batch": 1, "rows": 5, "executors": 2},
-        {"ms": T0 + 2500, "batch": 2, "rows": 5, "executors": 1},  # failure 1 at +2000 took one
-        {"ms": T0 + 3500, "batch": 3, "rows": 5, "executors": 2},
-        {"ms": T0 + 4500, "batch": 4, "rows": 0, "executors": 2},  # an empty batch says nothing of the state
-        {"ms": T0 + 5500, "batch": 5, "rows": 5, "executors": 2},  # failure 2 at +5000 took none
-        {"ms": T0 + 6500, "start": True},
-        {"ms": T0 + 8000, "placement": {"1": ["0", "1"], "2": ["0", "0"], "3": ["0", "2"], "4": ["0", "0"], "5": ["0", "0"]}},
-    ])  # fmt: skip
+    run = make_run(
+        rb,
+        events=[
+            {"ms": T0 + 1000, "batch": 1, "rows": 5, "executors": 2},
+            {"ms": T0 + 2500, "batch": 2, "rows": 5, "executors": 1},  # failure 1 at +2000 took one
+            {"ms": T0 + 3500, "batch": 3, "rows": 5, "executors": 2},
+            {"ms": T0 + 4500, "batch": 4, "rows": 0, "executors": 2},  # an empty batch says nothing of the state
+            {"ms": T0 + 5500, "batch": 5, "rows": 5, "executors": 2},  # failure 2 at +5000 took none
+            {"ms": T0 + 6500, "start": True},
+            {"ms": T0 + 8000, "placement": {"1": ["0", "1"], "2": ["0", "0"], "3": ["0", "2"], "4": ["0", "0"], "5": ["0", "0"]}},
+        ],
+    )
     run.failures_ms = [T0 + 2000, T0 + 5000, T0 + 9000]
     assert rb.executors_around(run) == [
         {"before": 2, "lowest": 1, "state_on": 2},  # spread back to two executors by batch 3
@@ -297,7 +323,7 @@ def test_the_cluster_in_one_line_names_each_worker_s_use_and_each_running_applic
             {"host": "127.0.0.1", "port": 4002, "state": "DEAD", "cores": 2, "coresused": 0, "memory": 2048, "memoryused": 0},
         ],
         "activeapps": [{"id": "app-1", "name": "nb09-backfill", "cores": 2}],
-    }  # fmt: skip
+    }
     assert rb.describe_cluster(status) == (
         "worker 127.0.0.1:4001 ALIVE (1/2 cores, 1100/2048 MiB used), worker 127.0.0.1:4002 DEAD (0/2 cores, 0/2048 MiB used); "
         "running applications: app-1 'nb09-backfill' (2 cores)"

@@ -96,12 +96,26 @@ def _run(tmp_path: Path, tests: str, **env: str) -> subprocess.CompletedProcess[
     (tmp_path / "test_it.py").write_text(textwrap.dedent(tests))
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OSL_TIMEOUT"))}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_timeout", "-p", "tests.timeout_backstop",
-         "-rA", "test_it.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "pytest_timeout",
+            "-p",
+            "tests.timeout_backstop",
+            "-rA",
+            "test_it.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         # only the plugins under test: the others' start-up would double this test's time
         env={**clean, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", **env},
-    )  # fmt: skip
+    )
 
 
 def test_a_hung_test_fails_with_its_name_and_the_tests_after_it_still_run_and_report(tmp_path):

@@ -33,9 +33,20 @@ from job.spark.driver_rest import batch_memory, memory_pool_bytes
 from job.spark.query_progress import offset_total, reached
 
 __all__ = [
-    "BacklogError", "Batch", "CatchUp", "HighWatermarks", "batch_memory", "batches", "catch_up_time_s", "forecast",
-    "memory_pool_bytes", "pace", "run_catch_up", "throughput", "without_cap",
-]  # fmt: skip
+    "BacklogError",
+    "Batch",
+    "CatchUp",
+    "HighWatermarks",
+    "batch_memory",
+    "batches",
+    "catch_up_time_s",
+    "forecast",
+    "memory_pool_bytes",
+    "pace",
+    "run_catch_up",
+    "throughput",
+    "without_cap",
+]
 
 
 class BacklogError(JobError):
@@ -87,9 +98,18 @@ def batches(progress: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tup
         state = (p.get("stateOperators") or [{}])[0]
         committed = offset_total(reached(p))
         seen = [hw for t, hw in high_watermarks if t <= end]
-        out.append(Batch(batch_id=int(p["batchId"]), start=start, end=end, input_rows=int(p.get("numInputRows") or 0),
-                         state_rows=int(state.get("numRowsTotal") or 0), state_bytes=int(state.get("memoryUsedBytes") or 0),
-                         committed=committed, lag=max(0, seen[-1] - committed) if seen else None))  # fmt: skip
+        out.append(
+            Batch(
+                batch_id=int(p["batchId"]),
+                start=start,
+                end=end,
+                input_rows=int(p.get("numInputRows") or 0),
+                state_rows=int(state.get("numRowsTotal") or 0),
+                state_bytes=int(state.get("memoryUsedBytes") or 0),
+                committed=committed,
+                lag=max(0, seen[-1] - committed) if seen else None,
+            )
+        )
     return out
 
 
@@ -116,14 +136,18 @@ def pace(run: CatchUp, trigger_s: float, *, first: int = 3) -> str:
     short = [(i, gap) for i, gap in gaps if gap < 0.95 * trigger_s]
     if short:
         i, gap = short[0]
-        return (f"start to start: {shown} after the one before. Batch {i} started {gap:.1f} s after the one before, less "
-                f"than the {trigger_s:g} s trigger: Spark starts the next batch at the first multiple of the interval after "
-                f"a batch's start, so a batch that started late (after one that ran past its tick) is followed sooner, and "
-                f"these batches went faster than the cap over the trigger")  # fmt: skip
+        return (
+            f"start to start: {shown} after the one before. Batch {i} started {gap:.1f} s after the one before, less "
+            f"than the {trigger_s:g} s trigger: Spark starts the next batch at the first multiple of the interval after "
+            f"a batch's start, so a batch that started late (after one that ran past its tick) is followed sooner, and "
+            f"these batches went faster than the cap over the trigger"
+        )
     slow = [(i, gap) for i, gap in gaps if gap > 1.05 * trigger_s]
     if slow:
-        return (f"start to start: {shown} after the one before: longer than the {trigger_s:g} s trigger, so the job's own "
-                f"speed, not the cap over the trigger, set the rate")  # fmt: skip
+        return (
+            f"start to start: {shown} after the one before: longer than the {trigger_s:g} s trigger, so the job's own "
+            f"speed, not the cap over the trigger, set the rate"
+        )
     return f"start to start: {shown} after the one before: one {trigger_s:g} s trigger each, so the cap over the trigger set the rate"
 
 
@@ -145,8 +169,9 @@ class HighWatermarks:
     A total is stamped when it was read.
     """
 
-    def __init__(self, bootstrap: str, topic_prefix: str, *, interval_s: float = 0.5, timeout_s: float = 5.0,
-                 gaps: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, bootstrap: str, topic_prefix: str, *, interval_s: float = 0.5, timeout_s: float = 5.0, gaps: bool = False
+    ) -> None:
         self.bootstrap, self.topic_prefix, self.interval_s = bootstrap, topic_prefix, interval_s
         self.timeout_s, self.gaps = timeout_s, gaps
         self.samples: list[tuple[float, int | None]] = []
@@ -226,12 +251,16 @@ class CatchUp:
     def summary(self) -> dict[str, Any]:
         """One row for the whole run, for a DataFrame that sets runs side by side."""
         with_input = [b for b in self.batches if b.input_rows]
-        return {"run": self.label, "backlog": self.backlog, "batches with input": len(with_input),
-                "largest batch (rows)": max((b.input_rows for b in with_input), default=0),
-                "first commit (s)": None if self.first_commit_s is None else round(self.first_commit_s, 1),
-                "caught up (s)": None if self.caught_up_s is None else round(self.caught_up_s, 1),
-                "peak execution memory (MB)": round(self.peak_memory_bytes / 2**20, 1),
-                "spilled (MB)": round(sum(m.get("spilled_bytes", 0) for m in self.memory.values()) / 2**20, 1)}  # fmt: skip
+        return {
+            "run": self.label,
+            "backlog": self.backlog,
+            "batches with input": len(with_input),
+            "largest batch (rows)": max((b.input_rows for b in with_input), default=0),
+            "first commit (s)": None if self.first_commit_s is None else round(self.first_commit_s, 1),
+            "caught up (s)": None if self.caught_up_s is None else round(self.caught_up_s, 1),
+            "peak execution memory (MB)": round(self.peak_memory_bytes / 2**20, 1),
+            "spilled (MB)": round(sum(m.get("spilled_bytes", 0) for m in self.memory.values()) / 2**20, 1),
+        }
 
     def full(self, batch: Batch) -> bool:
         """Whether the cap limited ``batch``: Spark splits ``maxOffsetsPerTrigger`` over the
@@ -256,15 +285,31 @@ class CatchUp:
 
     def table(self) -> list[dict[str, Any]]:
         """One row per batch, for a DataFrame: times relative to ``started``."""
-        return [{"batch": b.batch_id, "committed at (s)": round(b.end - self.started, 1), "rows": b.input_rows,
-                 "duration (s)": round(b.duration_s, 1), "lag after": b.lag, "state rows": b.state_rows,
-                 "execution memory (MB)": round(self.memory.get(b.batch_id, {}).get("peak_execution_bytes", 0) / 2**20, 1),
-                 "spilled (MB)": round(self.memory.get(b.batch_id, {}).get("spilled_bytes", 0) / 2**20, 1)}
-                for b in self.batches]  # fmt: skip
+        return [
+            {
+                "batch": b.batch_id,
+                "committed at (s)": round(b.end - self.started, 1),
+                "rows": b.input_rows,
+                "duration (s)": round(b.duration_s, 1),
+                "lag after": b.lag,
+                "state rows": b.state_rows,
+                "execution memory (MB)": round(self.memory.get(b.batch_id, {}).get("peak_execution_bytes", 0) / 2**20, 1),
+                "spilled (MB)": round(self.memory.get(b.batch_id, {}).get("spilled_bytes", 0) / 2**20, 1),
+            }
+            for b in self.batches
+        ]
 
 
-def run_catch_up(spark, cfg: JobConfig, *, bootstrap: str, label: str, input_running: Callable[[], bool] = lambda: False,
-                 wait_state_empty_s: float | None = None, timeout_s: float = 300.0) -> CatchUp:  # fmt: skip
+def run_catch_up(
+    spark,
+    cfg: JobConfig,
+    *,
+    bootstrap: str,
+    label: str,
+    input_running: Callable[[], bool] = lambda: False,
+    wait_state_empty_s: float | None = None,
+    timeout_s: float = 300.0,
+) -> CatchUp:
     """Start the job (``cfg``) on a backlog, wait until it caught up, stop it, return what it did.
 
     ``input_running`` says whether producers are still sending: the run waits for them to
@@ -303,9 +348,16 @@ def run_catch_up(spark, cfg: JobConfig, *, bootstrap: str, label: str, input_run
     arrived = [(t, v) for t, v in samples if started <= t <= input_until]
     span = arrived[-1][0] - arrived[0][0] if len(arrived) > 1 else 0.0
     rate = (arrived[-1][1] - arrived[0][1]) / span if span > 0 else 0.0
-    return CatchUp(label=label, cap=cfg.max_offsets_per_trigger, started=started, backlog=backlog, input_rate=rate,
-                   batches=batches(query.recentProgress, samples), high_watermarks=samples,
-                   memory=batch_memory(spark, name, str(query.id)))  # fmt: skip
+    return CatchUp(
+        label=label,
+        cap=cfg.max_offsets_per_trigger,
+        started=started,
+        backlog=backlog,
+        input_rate=rate,
+        batches=batches(query.recentProgress, samples),
+        high_watermarks=samples,
+        memory=batch_memory(spark, name, str(query.id)),
+    )
 
 
 def _wait_state_empty(query, *, timeout_s: float) -> None:
@@ -319,8 +371,10 @@ def _wait_state_empty(query, *, timeout_s: float) -> None:
         if last and int(state.get("numRowsTotal") or 0) == 0 and int(last.get("numInputRows") or 0) == 0:
             return
         if time.monotonic() > deadline:
-            raise BacklogError(f"{query.name}: the state store still holds {state.get('numRowsTotal')} sessions after "
-                               f"{timeout_s:.0f}s; idle expiry needs idle_timeout_s of silence and a no-data batch")  # fmt: skip
+            raise BacklogError(
+                f"{query.name}: the state store still holds {state.get('numRowsTotal')} sessions after "
+                f"{timeout_s:.0f}s; idle expiry needs idle_timeout_s of silence and a no-data batch"
+            )
         pipeline.wait(query, 1.0)
 
 

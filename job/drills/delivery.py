@@ -86,10 +86,14 @@ def kill_between_logs(
     logs = checkpoints.log_state(query_checkpoint)
     sink_log = checkpoints.sink_log(fs, sink_path)
     return KillReport(
-        batch=batch, pid=process.pid, offsets=logs.offsets, commits=logs.commits,
-        uncommitted_files=tuple(checkpoints.uncommitted_files(fs, sink_path)), sink_log_batches=tuple(sink_log),
+        batch=batch,
+        pid=process.pid,
+        offsets=logs.offsets,
+        commits=logs.commits,
+        uncommitted_files=tuple(checkpoints.uncommitted_files(fs, sink_path)),
+        sink_log_batches=tuple(sink_log),
         waited_s=round(time.monotonic() - started, 1),
-    )  # fmt: skip
+    )
 
 
 def _wait_for_moment(process, query_checkpoint: Path, fs, sink_path: str, min_batch: int, deadline: float, poll_s: float) -> int:
@@ -211,8 +215,13 @@ def _main(argv: list[str] | None = None) -> int:
     from job.spark.pipeline import kafka_stream
 
     # the job's own Kafka reader, one task per partition: what differs here is the sink
-    read = JobConfig(output=args.output, checkpoint=args.checkpoint.resolve(), topic_prefix=args.prefix,
-                     max_offsets_per_trigger=args.max_offsets_per_trigger, input_tasks=0)  # fmt: skip
+    read = JobConfig(
+        output=args.output,
+        checkpoint=args.checkpoint.resolve(),
+        topic_prefix=args.prefix,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        input_tasks=0,
+    )
     stream = kafka_stream(spark, read, bootstrap).selectExpr(
         "topic", "partition", "offset", "CAST(key AS STRING) AS key", "value"
     )

@@ -143,7 +143,7 @@ FAULTS: dict[str, EnvFault] = {
             damage="SIGKILL of the job's driver process group; the operator restarts it after hold_s",
             expected="the restarted query re-runs any uncommitted batch from the checkpoint; nothing lost or doubled",
         ),
-    )  # fmt: skip
+    )
 }
 
 
@@ -212,8 +212,9 @@ def sessions_only(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [dict(r) for r in records if str(r.get("query", "")).endswith(SESSIONS_QUERY_SUFFIX)]
 
 
-def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: float,
-            alerts: Sequence[Mapping[str, Any]] = ()) -> FaultOutcome:  # fmt: skip
+def outcome(
+    fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: float, alerts: Sequence[Mapping[str, Any]] = ()
+) -> FaultOutcome:
     """Judge one fault from the job's event log (dicts as written by
     :class:`job.ops.watch.events.EventLog`) and the watchdog's alerts (:meth:`Alert.to_dict`).
 
@@ -245,13 +246,26 @@ def outcome(fault: Injected, events: Sequence[Mapping[str, Any]], *, horizon: fl
     else:
         behaviour = "waited"
     kinds = tuple(str(a["kind"]) for a in sorted(alerts, key=lambda a: a["at"]) if fault.injected_at <= a["at"] < horizon)
-    return FaultOutcome(kind=fault.kind, injected_at=fault.injected_at, undone_at=fault.undone_at, behaviour=behaviour,
-                        batches_during=during, time_to_flow_s=None if first is None else round(first - fault.injected_at, 1),
-                        longest_gap_s=gap, alerts=kinds)  # fmt: skip
+    return FaultOutcome(
+        kind=fault.kind,
+        injected_at=fault.injected_at,
+        undone_at=fault.undone_at,
+        behaviour=behaviour,
+        batches_during=during,
+        time_to_flow_s=None if first is None else round(first - fault.injected_at, 1),
+        longest_gap_s=gap,
+        alerts=kinds,
+    )
 
 
-def timeline(events: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tuple[float, int | None]], *, start: float,
-             end: float, smooth_s: int = 5) -> dict[str, list[float | None]]:  # fmt: skip
+def timeline(
+    events: Sequence[Mapping[str, Any]],
+    high_watermarks: Sequence[tuple[float, int | None]],
+    *,
+    start: float,
+    end: float,
+    smooth_s: int = 5,
+) -> dict[str, list[float | None]]:
     """Per-second series from ``start`` to ``end`` (epoch s) on a clock relative to ``start``:
 
     - ``t``: seconds since ``start``;
@@ -305,8 +319,9 @@ class JobProcess:
 
     def start(self) -> None:
         with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.starts += 1
 
     @property
@@ -387,9 +402,19 @@ class FaultRun:
     def table(self) -> list[dict[str, Any]]:
         """One row per fault: kind, at (s since start), held (s), behaviour, batches during,
         time to flow (s), alerts."""
-        return [{"fault": o.kind, "at (s)": round(o.injected_at - self.start), "held (s)": round(o.undone_at - o.injected_at),
-                 "what the job did": o.behaviour, "batches during": o.batches_during,
-                 "time to flow (s)": o.time_to_flow_s, "longest gap (s)": o.longest_gap_s, "alerts": ", ".join(o.alerts) or "-"} for o in self.outcomes]  # fmt: skip
+        return [
+            {
+                "fault": o.kind,
+                "at (s)": round(o.injected_at - self.start),
+                "held (s)": round(o.undone_at - o.injected_at),
+                "what the job did": o.behaviour,
+                "batches during": o.batches_during,
+                "time to flow (s)": o.time_to_flow_s,
+                "longest gap (s)": o.longest_gap_s,
+                "alerts": ", ".join(o.alerts) or "-",
+            }
+            for o in self.outcomes
+        ]
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -505,19 +530,55 @@ def run_faults(
     work.mkdir(parents=True, exist_ok=True)
     settings = sandbox.settings
     bootstrap = settings.endpoints().kafka_bootstrap
-    files = {"ledger": work / "ledger", "checkpoint": work / "checkpoint", "events": work / "checkpoint" / "events.jsonl",
-             "alerts": work / "alerts.jsonl", "job_log": work / "job.log", "verdict": work / "verdict.json"}  # fmt: skip
+    files = {
+        "ledger": work / "ledger",
+        "checkpoint": work / "checkpoint",
+        "events": work / "checkpoint" / "events.jsonl",
+        "alerts": work / "alerts.jsonl",
+        "job_log": work / "job.log",
+        "verdict": work / "verdict.json",
+    }
     duration = sum(FAULTS[k].hold_s + recover_within_s for k in kinds) + 900  # stopped explicitly below
-    runner = Runner(RunConfig(ledger=str(files["ledger"]), bootstrap=bootstrap, sites=2, sessions=1, rate=rate,
-                              duration=duration, session_length=10**6, snapshot_every=200, seed=seed,
-                              run_id=topic_prefix.strip("-"), topic_prefix=topic_prefix))  # fmt: skip
+    runner = Runner(
+        RunConfig(
+            ledger=str(files["ledger"]),
+            bootstrap=bootstrap,
+            sites=2,
+            sessions=1,
+            rate=rate,
+            duration=duration,
+            session_length=10**6,
+            snapshot_every=200,
+            seed=seed,
+            run_id=topic_prefix.strip("-"),
+            topic_prefix=topic_prefix,
+        )
+    )
     producing = threading.Thread(target=runner.run, name="producers", daemon=True)
     producing.start()
     env = _child_env()
-    job = JobProcess([sys.executable, "-m", "job", "run", "--topic-prefix", topic_prefix, "--output", output,
-                      "--checkpoint", str(files["checkpoint"]), "--trigger", "1 second",
-                      "--max-offsets-per-trigger", "5000", "--state-partitions", "4"],
-                     log=files["job_log"], env=env)  # fmt: skip
+    job = JobProcess(
+        [
+            sys.executable,
+            "-m",
+            "job",
+            "run",
+            "--topic-prefix",
+            topic_prefix,
+            "--output",
+            output,
+            "--checkpoint",
+            str(files["checkpoint"]),
+            "--trigger",
+            "1 second",
+            "--max-offsets-per-trigger",
+            "5000",
+            "--state-partitions",
+            "4",
+        ],
+        log=files["job_log"],
+        env=env,
+    )
 
     # a dead broker is a gap in the series (None), not a crash: chapter 04's plot shows it
     highs = HighWatermarks(bootstrap, topic_prefix, interval_s=1.0, timeout_s=2.0, gaps=True)
@@ -537,20 +598,37 @@ def run_faults(
     try:
         job.start()
         say(f"job started (log {files['job_log']})")
-        _wait(productive, timeout_s=300, what="the job's first batch with input",
-              abort=lambda: None if job.alive else f"the job exited ({job.returncode}): {job.tail()}")  # fmt: skip
+        _wait(
+            productive,
+            timeout_s=300,
+            what="the job's first batch with input",
+            abort=lambda: None if job.alive else f"the job exited ({job.returncode}): {job.tail()}",
+        )
         highs.start()
         dog_thread = threading.Thread(
-            target=lambda: dog_box.setdefault("dog", follow_log(
-                files["events"], until=watching.is_set, channels=[JsonLinesChannel(files["alerts"])],
-                thresholds=Thresholds(stall_after_s=stall_after_s, lag_records=10**9),
-                high_watermarks=kafka_high_watermarks(bootstrap, topic_prefix, timeout_s=2.0), lag_every_s=2.0, tick_s=0.5)),
-            name="watchdog", daemon=True)  # fmt: skip
+            target=lambda: dog_box.setdefault(
+                "dog",
+                follow_log(
+                    files["events"],
+                    until=watching.is_set,
+                    channels=[JsonLinesChannel(files["alerts"])],
+                    thresholds=Thresholds(stall_after_s=stall_after_s, lag_records=10**9),
+                    high_watermarks=kafka_high_watermarks(bootstrap, topic_prefix, timeout_s=2.0),
+                    lag_every_s=2.0,
+                    tick_s=0.5,
+                ),
+            ),
+            name="watchdog",
+            daemon=True,
+        )
         dog_thread.start()
         start = time.time()
-        _wait(lambda: begun_after(logged(), 0.0) >= warmup_batches, timeout_s=300,
-              what=f"{warmup_batches} batches with input before the first fault",
-              abort=lambda: None if job.alive else f"the job exited ({job.returncode}): {job.tail()}")  # fmt: skip
+        _wait(
+            lambda: begun_after(logged(), 0.0) >= warmup_batches,
+            timeout_s=300,
+            what=f"{warmup_batches} batches with input before the first fault",
+            abort=lambda: None if job.alive else f"the job exited ({job.returncode}): {job.tail()}",
+        )
         for kind in kinds:
             spec = FAULTS[kind]
             injected_at = time.time()
@@ -559,10 +637,17 @@ def run_faults(
             if spec.blocks:
                 time.sleep(spec.hold_s)  # the outage's length: the experiment's input, not a verdict
             else:
-                kept_going = _until(lambda: begun_after(logged(), injected_at) >= KEPT_GOING_BATCHES or not job.alive,
-                                    timeout_s=spec.hold_s)  # fmt: skip
-                say(f"{kind}: " + (f"{KEPT_GOING_BATCHES} batches begun after it committed" if kept_going
-                                   else f"no {KEPT_GOING_BATCHES} batches within {spec.hold_s:g} s"))  # fmt: skip
+                kept_going = _until(
+                    lambda: begun_after(logged(), injected_at) >= KEPT_GOING_BATCHES or not job.alive, timeout_s=spec.hold_s
+                )
+                say(
+                    f"{kind}: "
+                    + (
+                        f"{KEPT_GOING_BATCHES} batches begun after it committed"
+                        if kept_going
+                        else f"no {KEPT_GOING_BATCHES} batches within {spec.hold_s:g} s"
+                    )
+                )
             died = not job.alive
             exit_status = job.returncode
             undo()  # returns once the service is healthy again: the outage lasts until then
@@ -574,8 +659,15 @@ def run_faults(
                 f"{kind}: undone at t={undone_at - start:.0f}s"
                 + (f"; job had exited ({exit_status}) and was restarted" if died and kind != "driver-kill" else "")
             )
-            faults.append(Injected(kind=kind, injected_at=injected_at, undone_at=undone_at, job_died=died or kind == "driver-kill",
-                                   job_exit=exit_status))  # fmt: skip
+            faults.append(
+                Injected(
+                    kind=kind,
+                    injected_at=injected_at,
+                    undone_at=undone_at,
+                    job_died=died or kind == "driver-kill",
+                    job_exit=exit_status,
+                )
+            )
             # the next fault only once output flows again: a batch begun after the undo committed
             if not _until(lambda: flowing_since(undone_at), timeout_s=recover_within_s):
                 say(f"{kind}: no batch begun after the undo committed within {recover_within_s:g} s")
@@ -612,8 +704,20 @@ def run_faults(
     alerts = sessions_only(_read_jsonl(files["alerts"]))
     horizons = [f.injected_at for f in faults[1:]] + [end]
     outcomes = [outcome(f, events, horizon=h, alerts=alerts) for f, h in zip(faults, horizons)]
-    return FaultRun(start=start, end=end, faults=faults, outcomes=outcomes, events=events, alerts=alerts, high_watermarks=highs.samples,
-                    verdict=report, job_starts=job.starts, ledger=str(files["ledger"]), output=output, files=files)  # fmt: skip
+    return FaultRun(
+        start=start,
+        end=end,
+        faults=faults,
+        outcomes=outcomes,
+        events=events,
+        alerts=alerts,
+        high_watermarks=highs.samples,
+        verdict=report,
+        job_starts=job.starts,
+        ledger=str(files["ledger"]),
+        output=output,
+        files=files,
+    )
 
 
 def _verify(settings, *, ledger: str, lake: str, to: Path) -> dict[str, Any]:
@@ -637,8 +741,9 @@ def _verify(settings, *, ledger: str, lake: str, to: Path) -> dict[str, Any]:
     return report
 
 
-def run_faults_in_subprocess(kinds: Sequence[FaultKind], *, work: Path, topic_prefix: str, output: str,
-                             timeout_s: float = 1200.0, **options: float) -> FaultRun:  # fmt: skip
+def run_faults_in_subprocess(
+    kinds: Sequence[FaultKind], *, work: Path, topic_prefix: str, output: str, timeout_s: float = 1200.0, **options: float
+) -> FaultRun:
     """:func:`run_faults` in a child process (``python -m job.drills.environment``), its output in
     ``work/run.log``. A notebook uses this: Kafka's C client writes connection errors
     straight to file descriptor 2 while the broker is down, which a kernel would show as
@@ -647,8 +752,19 @@ def run_faults_in_subprocess(kinds: Sequence[FaultKind], *, work: Path, topic_pr
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     env = _child_env()
-    argv = [sys.executable, "-m", "job.drills.environment", "--work", str(work), "--topic-prefix", topic_prefix, "--output", output,
-            "--faults", ",".join(kinds)] + [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "job.drills.environment",
+        "--work",
+        str(work),
+        "--topic-prefix",
+        topic_prefix,
+        "--output",
+        output,
+        "--faults",
+        ",".join(kinds),
+    ] + [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
     with (work / "run.log").open("ab") as log:
         done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
     result = work / "result.json"
@@ -684,9 +800,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     sandbox = open_sandbox(settings, progress=lambda line: print(line, flush=True))
     sandbox.up()
     say = lambda line: print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)  # noqa: E731
-    run = run_faults(sandbox, kinds, work=args.work, topic_prefix=args.topic_prefix, output=args.output, rate=args.rate,
-                     warmup_batches=int(args.warmup_batches), recover_within_s=args.recover_within_s,
-                     stall_after_s=args.stall_after_s, seed=int(args.seed), say=say)  # fmt: skip
+    run = run_faults(
+        sandbox,
+        kinds,
+        work=args.work,
+        topic_prefix=args.topic_prefix,
+        output=args.output,
+        rate=args.rate,
+        warmup_batches=int(args.warmup_batches),
+        recover_within_s=args.recover_within_s,
+        stall_after_s=args.stall_after_s,
+        seed=int(args.seed),
+        say=say,
+    )
     (args.work / "result.json").write_text(run.to_json())
     for row in run.table():
         say(str(row))

@@ -59,9 +59,11 @@ def unappliable_records(answer: int | None, *, ledger) -> Verdict:
     from producers.faults import FAULTS
 
     if answer is None:
-        return _task("count, from this run's `ledger`, the records that reached Kafka but that no job can ever apply to a "
-                     "table: the ledger's `outcome` says whether Kafka has a record, its `fault` what was done to it, and "
-                     "`producers.faults.FAULTS[name].info.bad_record` which faults leave a record no parser accepts.")  # fmt: skip
+        return _task(
+            "count, from this run's `ledger`, the records that reached Kafka but that no job can ever apply to a "
+            "table: the ledger's `outcome` says whether Kafka has a record, its `fault` what was done to it, and "
+            "`producers.faults.FAULTS[name].info.bad_record` which faults leave a record no parser accepts."
+        )
     bad = [name for name, cls in FAULTS.items() if cls.info.bad_record]
     delivered = ledger["outcome"] == "ok"
     faulted = ledger["fault"].notna() & (ledger["fault"] != "")
@@ -71,13 +73,19 @@ def unappliable_records(answer: int | None, *, ledger) -> Verdict:
     except (TypeError, ValueError):
         return Verdict(False, f"give a count of records; got {answer!r}")
     if value == reference:
-        return Verdict(True, f"{reference}: delivered ({int(delivered.sum())} rows with outcome ok) and carrying a fault that "
-                             f"leaves a bad record ({', '.join(sorted(set(ledger.loc[delivered, 'fault']) & set(bad)))}).")  # fmt: skip
+        return Verdict(
+            True,
+            f"{reference}: delivered ({int(delivered.sum())} rows with outcome ok) and carrying a fault that "
+            f"leaves a bad record ({', '.join(sorted(set(ledger.loc[delivered, 'fault']) & set(bad)))}).",
+        )
     if value == int((ledger["fault"].isin(bad)).sum()) and value != reference:
         return Verdict(False, f"{value} counts bad records that never reached Kafka too: keep the rows whose outcome is ok.")
     if value == int((delivered & faulted).sum()):
-        return Verdict(False, f"{value} counts every delivered record with a fault; a duplicate or a reordered record is a "
-                              f"good record the job can apply: keep the faults whose info.bad_record is true.")  # fmt: skip
+        return Verdict(
+            False,
+            f"{value} counts every delivered record with a fault; a duplicate or a reordered record is a "
+            f"good record the job can apply: keep the faults whose info.bad_record is true.",
+        )
     return Verdict(False, f"{value} is not it. Hint: rows with outcome 'ok' whose fault is one of {', '.join(bad)}.")
 
 
@@ -88,9 +96,11 @@ def fault_behaviour(answer: Mapping[str, str] | None, *, outcomes: Sequence) -> 
     """Chapter 04: for each fault of the drill, did the job keep going, wait, or fail and restart?
     Judged against what this run's job did (:class:`job.drills.environment.FaultOutcome`)."""
     if answer is None:
-        return _task("for each fault of the drill, say what the job does while it lasts: 'kept going', 'waited', or "
-                     "'failed, restarted from the checkpoint'. answer = {'worker-kill': ..., 'broker-kill': ..., ...}; "
-                     "reason from what each fault takes away, then check against this run.")  # fmt: skip
+        return _task(
+            "for each fault of the drill, say what the job does while it lasts: 'kept going', 'waited', or "
+            "'failed, restarted from the checkpoint'. answer = {'worker-kill': ..., 'broker-kill': ..., ...}; "
+            "reason from what each fault takes away, then check against this run."
+        )
     if not isinstance(answer, Mapping):
         return Verdict(False, f"give a dict of fault -> behaviour; got {answer!r}")
     ran = {o.kind: o for o in outcomes}
@@ -100,8 +110,11 @@ def fault_behaviour(answer: Mapping[str, str] | None, *, outcomes: Sequence) -> 
     wrong = []
     for kind, o in ran.items():
         if str(answer[kind]).strip().lower() != o.behaviour:
-            evidence = (f"{o.batches_during} batch(es) with input began and committed while it lasted"
-                        if o.behaviour != "failed, restarted from the checkpoint" else "its driver process died")  # fmt: skip
+            evidence = (
+                f"{o.batches_during} batch(es) with input began and committed while it lasted"
+                if o.behaviour != "failed, restarted from the checkpoint"
+                else "its driver process died"
+            )
             wrong.append(f"{kind}: the job {o.behaviour} ({evidence}), not {answer[kind]!r}")
     if wrong:
         return Verdict(False, "; ".join(wrong) + ". Hint: which service does each batch need to read, run and commit?")
@@ -156,10 +169,12 @@ def reorder_policy(answer: tuple[str, int] | None, *, depth: int = 3) -> Verdict
     from job.engine.session import POLICIES
 
     if answer is None:
-        return _task(f"a collection point's network delivers some messages up to {depth} places late and now and then "
-                     f"loses one. Which integrity policy and window put the late ones back in order, notice a lost one, "
-                     f"and quarantine the fewest messages? answer = (policy, window), e.g. ('resync', 8); the check replays "
-                     f"such a session through the job's own session engine.")  # fmt: skip
+        return _task(
+            f"a collection point's network delivers some messages up to {depth} places late and now and then "
+            f"loses one. Which integrity policy and window put the late ones back in order, notice a lost one, "
+            f"and quarantine the fewest messages? answer = (policy, window), e.g. ('resync', 8); the check replays "
+            f"such a session through the job's own session engine."
+        )
     try:
         policy, window = answer
         window = int(window)
@@ -170,24 +185,39 @@ def reorder_policy(answer: tuple[str, int] | None, *, depth: int = 3) -> Verdict
     try:
         quarantine = _quarantined(policy, window, depth)
     except IntegrityError as exc:
-        return Verdict(False, f"strict stopped the job at the first late message ({exc.detail}): to strict a reorder is "
-                              f"a gap. Which policy waits for a late message?")  # fmt: skip
+        return Verdict(
+            False,
+            f"strict stopped the job at the first late message ({exc.detail}): to strict a reorder is "
+            f"a gap. Which policy waits for a late message?",
+        )
     except ConfigError as exc:
         return Verdict(False, f"the engine refused it: {exc}")
     reasons = Counter(q.reason for q in quarantine)
     said = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common()) or "nothing"
     if not {"gap", "window-overflow"} & set(reasons):
-        return Verdict(False, f"{policy} quarantined {said} and never noticed that message {_LOST} was lost: row b kept "
-                              f"its old value until the next snapshot restated it, with nothing to say the table was "
-                              f"incomplete. Which policy notices a gap?")  # fmt: skip
+        return Verdict(
+            False,
+            f"{policy} quarantined {said} and never noticed that message {_LOST} was lost: row b kept "
+            f"its old value until the next snapshot restated it, with nothing to say the table was "
+            f"incomplete. Which policy notices a gap?",
+        )
     fewest = len(_quarantined("window", depth, depth))
     if len(quarantine) > fewest:
-        hint = (f"a message {depth} places late does not fit a window of {window}" if policy == "window"
-                else "this policy takes a late message for a lost one: which one waits for it?")  # fmt: skip
-        return Verdict(False, f"{policy} quarantined {len(quarantine)} messages ({said}) where {fewest} is possible; their "
-                              f"rows never reach the table. Hint: {hint}")  # fmt: skip
-    extra = (f" Any window of at least {depth} does as well; a much larger one waits longer for a message that is "
-             f"really lost." if window > 4 * depth else "")  # fmt: skip
+        hint = (
+            f"a message {depth} places late does not fit a window of {window}"
+            if policy == "window"
+            else "this policy takes a late message for a lost one: which one waits for it?"
+        )
+        return Verdict(
+            False,
+            f"{policy} quarantined {len(quarantine)} messages ({said}) where {fewest} is possible; their "
+            f"rows never reach the table. Hint: {hint}",
+        )
+    extra = (
+        f" Any window of at least {depth} does as well; a much larger one waits longer for a message that is really lost."
+        if window > 4 * depth
+        else ""
+    )
     return Verdict(
         True,
         f"policy {policy} with window {window} put the late messages back in order, noticed the lost one "
@@ -202,20 +232,29 @@ def replayed_batch(answer: int | None, *, offsets: Iterable[int], commits: Itera
     """Chapter 03: the batch a restarted query runs first, read from its two logs."""
     offsets, commits = sorted(set(offsets)), set(commits)
     if answer is None:
-        return _task("the driver was killed between the two logs. Which batch id does the restarted query run first? "
-                     "Read it from the checkpoint (`kill.offsets`, `kill.commits`, or "
-                     "`job.spark.checkpoints.log_state`).")  # fmt: skip
+        return _task(
+            "the driver was killed between the two logs. Which batch id does the restarted query run first? "
+            "Read it from the checkpoint (`kill.offsets`, `kill.commits`, or "
+            "`job.spark.checkpoints.log_state`)."
+        )
     pending = [b for b in offsets if b not in commits]
     first = pending[0] if pending else (max(offsets) + 1 if offsets else 0)
     if answer == first:
-        why = (f"offsets/{first} is logged and commits/{first} is not, so the restart runs batch {first} again with the "
-               f"offsets it planned" if pending else f"every planned batch is committed, so batch {first} is a new one")  # fmt: skip
+        why = (
+            f"offsets/{first} is logged and commits/{first} is not, so the restart runs batch {first} again with the "
+            f"offsets it planned"
+            if pending
+            else f"every planned batch is committed, so batch {first} is a new one"
+        )
         return Verdict(True, f"batch {first}: {why}.")
     if answer in commits:
         return Verdict(False, f"batch {answer} is committed (commits/{answer} exists): a committed batch never runs again.")
     if pending and answer == first + 1:
-        return Verdict(False, f"batch {answer} would be the first new batch; before it the restart re-runs the batch whose "
-                              f"offsets were logged but whose commit is missing.")  # fmt: skip
+        return Verdict(
+            False,
+            f"batch {answer} would be the first new batch; before it the restart re-runs the batch whose "
+            f"offsets were logged but whose commit is missing.",
+        )
     return Verdict(False, f"batch {answer} is in neither log's reach; look for the batch with offsets/<n> and no commits/<n>.")
 
 
@@ -229,24 +268,38 @@ def catch_up_cap(answer: int | None, *, trigger_s: float, input_rate: float, out
     needed = input_rate + backlog / within_s  # records/s the job must reach
     smallest = math.ceil(needed * trigger_s)
     if answer is None:
-        return _task(f"the job was down {outage_s / 3600:g} h while {input_rate:,.0f} records/s kept arriving; it must catch "
-                     f"up within {within_s / 3600:g} h of the restart, on a {trigger_s:g} s trigger, with batches no larger "
-                     f"than they need to be (a batch's memory grows with it: section 1). Which maxOffsetsPerTrigger? Assume "
-                     f"each batch finishes within its trigger interval.")  # fmt: skip
+        return _task(
+            f"the job was down {outage_s / 3600:g} h while {input_rate:,.0f} records/s kept arriving; it must catch "
+            f"up within {within_s / 3600:g} h of the restart, on a {trigger_s:g} s trigger, with batches no larger "
+            f"than they need to be (a batch's memory grows with it: section 1). Which maxOffsetsPerTrigger? Assume "
+            f"each batch finishes within its trigger interval."
+        )
     if not isinstance(answer, int) or answer < 1:
-        return Verdict(False, f"give a positive whole number of records per batch; got {answer!r}. Without a cap the first "
-                              f"batch reads all {backlog:,.0f} records at once: the danger of section 1.")  # fmt: skip
+        return Verdict(
+            False,
+            f"give a positive whole number of records per batch; got {answer!r}. Without a cap the first "
+            f"batch reads all {backlog:,.0f} records at once: the danger of section 1.",
+        )
     rate = answer / trigger_s
     took = catch_up_time_s(backlog, input_rate, rate)
     if took > within_s:
         when = "never: it is not faster than its input" if math.isinf(took) else f"in {took / 3600:.2f} h"
-        return Verdict(False, f"at {answer:,} a batch every {trigger_s:g} s the job reads {rate:,.0f} records/s and catches "
-                              f"up {when}. Hint: catch-up = backlog / (throughput - input rate); solve for the throughput.")  # fmt: skip
+        return Verdict(
+            False,
+            f"at {answer:,} a batch every {trigger_s:g} s the job reads {rate:,.0f} records/s and catches "
+            f"up {when}. Hint: catch-up = backlog / (throughput - input rate); solve for the throughput.",
+        )
     if answer > 1.5 * smallest:
-        return Verdict(False, f"it catches up in {took / 3600:.2f} h, but batches of {answer:,} are larger than the "
-                              f"{smallest:,} that would do: each costs memory in proportion.")  # fmt: skip
-    return Verdict(True, f"{answer:,} a batch is {rate:,.0f} records/s, {rate - input_rate:,.0f} more than the input: the "
-                         f"{backlog:,.0f}-record backlog is gone {took / 3600:.2f} h after the restart.")  # fmt: skip
+        return Verdict(
+            False,
+            f"it catches up in {took / 3600:.2f} h, but batches of {answer:,} are larger than the "
+            f"{smallest:,} that would do: each costs memory in proportion.",
+        )
+    return Verdict(
+        True,
+        f"{answer:,} a batch is {rate:,.0f} records/s, {rate - input_rate:,.0f} more than the input: the "
+        f"{backlog:,.0f}-record backlog is gone {took / 3600:.2f} h after the restart.",
+    )
 
 
 # --- 06: the policy the fault matrix recommends -------------------------------------------------
@@ -262,8 +315,15 @@ def _policy_table(frame, reports: Mapping[str, object], errors: Mapping[str, str
     rows = []
     for policy, report in reports.items():
         mine = frame[frame.policy == policy]
-        rows.append({"policy": policy, "stopped": errors.get(policy) is not None, "lost": int(report.lost),  # type: ignore[attr-defined]
-                     "bad applied": int(mine[mine.fault.isin(bad)].applied.sum()), "set aside": int(mine.quarantined.sum())})  # fmt: skip
+        rows.append(
+            {
+                "policy": policy,
+                "stopped": errors.get(policy) is not None,
+                "lost": int(report.lost),  # type: ignore[attr-defined]
+                "bad applied": int(mine[mine.fault.isin(bad)].applied.sum()),
+                "set aside": int(mine.quarantined.sum()),
+            }
+        )
     return pd.DataFrame(rows).set_index("policy")
 
 
@@ -271,9 +331,11 @@ def policy_for(answer: str | None, *, frame, reports: Mapping[str, object], erro
     """Chapter 06: from this run's matrix, the policy that runs to the end, loses no delivered
     record, applies no bad record, and sets aside the fewest records."""
     if answer is None:
-        return _task("a downstream team wants every table complete and correct, or else marked: the job must run to the "
-                     "end, lose no delivered record, apply no bad record, and set aside as few records as it can. Which "
-                     "policy does this run's matrix recommend? answer = 'strict', 'resync', 'window' or 'none'.")  # fmt: skip
+        return _task(
+            "a downstream team wants every table complete and correct, or else marked: the job must run to the "
+            "end, lose no delivered record, apply no bad record, and set aside as few records as it can. Which "
+            "policy does this run's matrix recommend? answer = 'strict', 'resync', 'window' or 'none'."
+        )
     table = _policy_table(frame, reports, errors)
     if answer not in table.index:
         return Verdict(False, f"{answer!r} was not in this run's matrix; choose one of {', '.join(table.index)}")
@@ -287,8 +349,11 @@ def policy_for(answer: str | None, *, frame, reports: Mapping[str, object], erro
         return Verdict(False, f"{answer} applied {row['bad applied']} bad records (corrupt, drifted or foreign) to the tables.")
     best = fit["set aside"].idxmin()
     if answer != best:
-        return Verdict(False, f"{answer} qualifies, but set aside {row['set aside']} records where {best} set aside "
-                              f"{fit.loc[best, 'set aside']}: compare them on the reorders.")  # fmt: skip
+        return Verdict(
+            False,
+            f"{answer} qualifies, but set aside {row['set aside']} records where {best} set aside "
+            f"{fit.loc[best, 'set aside']}: compare them on the reorders.",
+        )
     return Verdict(
         True,
         f"{answer}: it ran to the end, lost nothing, applied no bad record, and set aside "
@@ -302,9 +367,11 @@ def policy_for(answer: str | None, *, frame, reports: Mapping[str, object], erro
 def catch_up_hours(answer: float | None, *, outage_h: float, input_rate: float, throughput: float) -> Verdict:
     """Chapter 07: hours a job needs after an ``outage_h`` outage to reach the head of Kafka."""
     if answer is None:
-        return _task(f"the job stops on Friday evening and is restarted {outage_h:g} h later; the input keeps arriving at "
-                     f"`input_rate` and the job reads at `throughput` (both measured in section 6). How many hours after "
-                     f"the restart is it caught up?")  # fmt: skip
+        return _task(
+            f"the job stops on Friday evening and is restarted {outage_h:g} h later; the input keeps arriving at "
+            f"`input_rate` and the job reads at `throughput` (both measured in section 6). How many hours after "
+            f"the restart is it caught up?"
+        )
     reference = catch_up_time_s(outage_h * input_rate, input_rate, throughput)
     try:
         value = float(answer)
@@ -312,16 +379,26 @@ def catch_up_hours(answer: float | None, *, outage_h: float, input_rate: float, 
         return Verdict(False, f"give a number of hours; got {answer!r}")
     if math.isinf(reference):
         ok = math.isinf(value)
-        return Verdict(ok, "never: the job is not faster than its input" if ok else
-                       f"the job reads {throughput:,.0f} records/s against {input_rate:,.0f} arriving: it never catches up.")  # fmt: skip
+        return Verdict(
+            ok,
+            "never: the job is not faster than its input"
+            if ok
+            else f"the job reads {throughput:,.0f} records/s against {input_rate:,.0f} arriving: it never catches up.",
+        )
     if abs(value - reference) <= 0.1 * reference:
-        return Verdict(True, f"{reference:.1f} h: {outage_h:g} h x {input_rate:,.0f} records/s = "
-                             f"{outage_h * input_rate:,.0f} hour-records, worked off at {throughput - input_rate:,.0f} records/s "
-                             f"to spare.")  # fmt: skip
+        return Verdict(
+            True,
+            f"{reference:.1f} h: {outage_h:g} h x {input_rate:,.0f} records/s = "
+            f"{outage_h * input_rate:,.0f} hour-records, worked off at {throughput - input_rate:,.0f} records/s "
+            f"to spare.",
+        )
     naive = outage_h * input_rate / throughput
     if abs(value - naive) <= 0.1 * naive:
-        return Verdict(False, f"{value:g} h forgets that the input keeps arriving while the job catches up: only "
-                              f"throughput - input rate works the backlog off.")  # fmt: skip
+        return Verdict(
+            False,
+            f"{value:g} h forgets that the input keeps arriving while the job catches up: only "
+            f"throughput - input rate works the backlog off.",
+        )
     return Verdict(False, f"{value:g} h is off by more than a tenth. Hint: backlog / (throughput - input rate).")
 
 
@@ -338,9 +415,11 @@ def lost_checkpoint_command(answer: str | None) -> Verdict:
     import shlex
 
     if answer is None:
-        return _task("a teammate's disk died and took the job's checkpoint with it; the lake on MinIO is intact, sink log "
-                     "and all. Write the one command (python -m job ...) that gets the job going again on the same lake "
-                     "without losing a row.")  # fmt: skip
+        return _task(
+            "a teammate's disk died and took the job's checkpoint with it; the lake on MinIO is intact, sink log "
+            "and all. Write the one command (python -m job ...) that gets the job going again on the same lake "
+            "without losing a row."
+        )
     try:
         words = shlex.split(str(answer))
     except ValueError as exc:
@@ -354,20 +433,32 @@ def lost_checkpoint_command(answer: str | None) -> Verdict:
     command, flags = words[0], {w.split("=", 1)[0] for w in words[1:] if w.startswith("--")}
     if command == "run":
         if "--allow-sink-ahead" in flags:
-            return Verdict(False, "--allow-sink-ahead walks into the trap: the new checkpoint's batches reuse ids the sink's "
-                                  "log holds, and their rows are thrown away (section 1).")  # fmt: skip
+            return Verdict(
+                False,
+                "--allow-sink-ahead walks into the trap: the new checkpoint's batches reuse ids the sink's "
+                "log holds, and their rows are thrown away (section 1).",
+            )
         if "--output" in flags:
-            return Verdict(False, "a new lake starts clean, but readers of the old one lose its history and the sessions "
-                                  "in it; the repair keeps the lake.")  # fmt: skip
-        return Verdict(False, "job run refuses to start there: the sink's log is ahead of the (empty) checkpoint, the "
-                              "trap (the guard of section 1). What plans from the lake instead?")  # fmt: skip
+            return Verdict(
+                False,
+                "a new lake starts clean, but readers of the old one lose its history and the sessions "
+                "in it; the repair keeps the lake.",
+            )
+        return Verdict(
+            False,
+            "job run refuses to start there: the sink's log is ahead of the (empty) checkpoint, the "
+            "trap (the guard of section 1). What plans from the lake instead?",
+        )
     if command != "repair":
         return Verdict(False, f"`job {command}` does not restart the job. Which command cuts the lake and restarts it?")
     if "--apply" not in flags:
         return Verdict(False, "that prints the plan and changes nothing (a dry run); add the flag that carries it out.")
-    return Verdict(True, "job repair plans from the lake when the checkpoint has no batch (how far the job got, per "
-                         "partition), cuts each session back to its last complete snapshot and restarts the job from "
-                         "there, with the run's settings.")  # fmt: skip
+    return Verdict(
+        True,
+        "job repair plans from the lake when the checkpoint has no batch (how far the job got, per "
+        "partition), cuts each session back to its last complete snapshot and restarts the job from "
+        "there, with the run's settings.",
+    )
 
 
 # --- 09: which copy a merge keeps, and when not to merge -------------------------------------------
@@ -378,9 +469,11 @@ def merge_rule(answer: tuple[str, str] | None) -> Verdict:
     overlap ('first' or 'second', by start); and how to repair a release whose session logic was
     wrong ('merge' or 'reprocess'). The rule is :func:`job.ops.backfill.keep_first_source`'s."""
     if answer is None:
-        return _task("section 3 backfilled two ranges that overlap, `first` (from the start) and `second` (from later); "
-                     "section 4 shipped a release with wrong session logic. answer = (whose rows the merge keeps for a "
-                     "record both wrote: 'first' or 'second', how to fix the bad release: 'merge' or 'reprocess').")  # fmt: skip
+        return _task(
+            "section 3 backfilled two ranges that overlap, `first` (from the start) and `second` (from later); "
+            "section 4 shipped a release with wrong session logic. answer = (whose rows the merge keeps for a "
+            "record both wrote: 'first' or 'second', how to fix the bad release: 'merge' or 'reprocess')."
+        )
     try:
         kept, fix = (str(x).strip().lower() for x in answer)
     except (TypeError, ValueError):
@@ -398,8 +491,11 @@ def merge_rule(answer: tuple[str, str] | None) -> Verdict:
         )
     if wrong:
         return Verdict(False, "; ".join(wrong) + ".")
-    return Verdict(True, "the first range wins in the overlap (the most history behind each record), and a wrong release "
-                         "is replaced, not merged: reprocess, verify, switch.")  # fmt: skip
+    return Verdict(
+        True,
+        "the first range wins in the overlap (the most history behind each record), and a wrong release "
+        "is replaced, not merged: reprocess, verify, switch.",
+    )
 
 
 # --- 10: a failure spacing every recovery fits in ------------------------------------------------
@@ -409,8 +505,10 @@ def failure_spacing(answer: float | None, *, recovery_times_s: Sequence[float]) 
     """Chapter 10: the seconds between failures that let every recovery this run measured end
     before the next failure."""
     if answer is None:
-        return _task("choose the spacing between failures, in seconds, at which every recovery this run measured would end "
-                     "before the next failure. Use the recovery times of the table in section 4.")  # fmt: skip
+        return _task(
+            "choose the spacing between failures, in seconds, at which every recovery this run measured would end "
+            "before the next failure. Use the recovery times of the table in section 4."
+        )
     times = [float(t) for t in recovery_times_s if t is not None]
     if not times:
         return Verdict(False, "this run measured no recovery time; run the benchmark's cell first")
@@ -420,7 +518,10 @@ def failure_spacing(answer: float | None, *, recovery_times_s: Sequence[float]) 
     except (TypeError, ValueError):
         return Verdict(False, f"give a number of seconds; got {answer!r}")
     if value <= longest:
-        return Verdict(False, f"the longest recovery took {longest:.0f} s: a failure every {value:g} s lands before it ends, "
-                              f"and failures that overlap compound (the source's recurrent-failure question).")  # fmt: skip
+        return Verdict(
+            False,
+            f"the longest recovery took {longest:.0f} s: a failure every {value:g} s lands before it ends, "
+            f"and failures that overlap compound (the source's recurrent-failure question).",
+        )
     note = " (a much longer spacing fits them too, but tests fewer failures an hour)" if value > 3 * longest else ""
     return Verdict(True, f"{value:g} s is longer than the longest recovery, {longest:.0f} s{note}.")

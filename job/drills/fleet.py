@@ -79,18 +79,38 @@ def fleet_lake(
     prefix = f"fleet-{tag}-"
     ledger = str(workdir / f"ledger-{run_id}")
     messages = shape.sites * shape.per_site * shape.session_length
-    progress(f"[fleet] producing {shape.sites} sites x {shape.per_site} sessions, {messages:,} messages, "
-             f"tables of {shape.rows} rows ...")  # fmt: skip
+    progress(
+        f"[fleet] producing {shape.sites} sites x {shape.per_site} sessions, {messages:,} messages, "
+        f"tables of {shape.rows} rows ..."
+    )
     started = time.monotonic()
-    summary = Runner(RunConfig(ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=shape.sites,
-                               sessions=shape.per_site, rate=rate, duration=max(120.0, 10 * messages / rate),
-                               session_length=shape.session_length, rows=shape.rows, snapshot_every=shape.snapshot_every,
-                               faults=faults, seed=seed, run_id=run_id, topic_prefix=prefix)).run()  # fmt: skip
+    summary = Runner(
+        RunConfig(
+            ledger=ledger,
+            bootstrap=settings.endpoints().kafka_bootstrap,
+            sites=shape.sites,
+            sessions=shape.per_site,
+            rate=rate,
+            duration=max(120.0, 10 * messages / rate),
+            session_length=shape.session_length,
+            rows=shape.rows,
+            snapshot_every=shape.snapshot_every,
+            faults=faults,
+            seed=seed,
+            run_id=run_id,
+            topic_prefix=prefix,
+        )
+    ).run()
     if summary.error is not None or summary.stopped != "completed":
         raise RuntimeError(f"the producers did not complete the fleet ({summary.stopped}): {summary.error}")
     produced = time.monotonic() - started
-    cfg = job_config(settings, output=f"s3a://{settings.bucket}/fleet/{tag}", checkpoint=workdir / f"ckpt-{tag}",
-                     topic_prefix=prefix, trigger="available-now")  # fmt: skip
+    cfg = job_config(
+        settings,
+        output=f"s3a://{settings.bucket}/fleet/{tag}",
+        checkpoint=workdir / f"ckpt-{tag}",
+        topic_prefix=prefix,
+        trigger="available-now",
+    )
     progress(f"[fleet] produced in {produced:.0f} s; running the job into {cfg.output} ...")
     started = time.monotonic()
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
@@ -102,5 +122,13 @@ def fleet_lake(
     ran = time.monotonic() - started
     count = lake.read_output(spark, cfg.sink_path, "rows").count()
     progress(f"[fleet] the job wrote {count:,} row changes in {ran:.0f} s")
-    return FleetLake(ledger=ledger, output=cfg.output, policy=cfg.policy, sessions=shape.sites * shape.per_site,
-                     messages=int(summary.outcomes.get("ok", 0)), rows=count, produce_s=produced, job_s=ran)  # fmt: skip
+    return FleetLake(
+        ledger=ledger,
+        output=cfg.output,
+        policy=cfg.policy,
+        sessions=shape.sites * shape.per_site,
+        messages=int(summary.outcomes.get("ok", 0)),
+        rows=count,
+        produce_s=produced,
+        job_s=ran,
+    )

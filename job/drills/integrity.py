@@ -62,8 +62,16 @@ MATRIX_POLICIES: tuple[str, ...] = ("strict", "resync", "window", "none")
 
 #: The columns of :func:`matrix_frame`.
 MATRIX_COLUMNS: tuple[str, ...] = (
-    "fault", "policy", "faulted", "applied", "quarantined", "lost", "other", "other_kinds", "allowed",
-)  # fmt: skip
+    "fault",
+    "policy",
+    "faulted",
+    "applied",
+    "quarantined",
+    "lost",
+    "other",
+    "other_kinds",
+    "allowed",
+)
 
 # Faults whose probability is per session or that end/restart a session: rarer, or they
 # would swamp the run (a crash per 100 messages ends every session in its first interval).
@@ -117,12 +125,19 @@ def matrix_frame(reports: Mapping[str, object], ledger: pd.DataFrame, faults: It
             where = zip(carried["topic"], carried["partition"].astype(int), carried["offset"].astype(int), strict=True)
             mine = findings[findings["fault"] == name]
             others = mine[~mine["kind"].isin(["quarantined", "lost"])]
-            rows.append({
-                "fault": name, "policy": policy, "faulted": len(carried),
-                "applied": sum(1 for w in where if w not in set_aside),
-                "quarantined": int((mine["kind"] == "quarantined").sum()), "lost": int((mine["kind"] == "lost").sum()),
-                "other": len(others), "other_kinds": ", ".join(sorted(set(others["kind"]))), "allowed": bool(mine["allowed"].all()),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "fault": name,
+                    "policy": policy,
+                    "faulted": len(carried),
+                    "applied": sum(1 for w in where if w not in set_aside),
+                    "quarantined": int((mine["kind"] == "quarantined").sum()),
+                    "lost": int((mine["kind"] == "lost").sum()),
+                    "other": len(others),
+                    "other_kinds": ", ".join(sorted(set(others["kind"]))),
+                    "allowed": bool(mine["allowed"].all()),
+                }
+            )
     return pd.DataFrame(rows, columns=list(MATRIX_COLUMNS))
 
 
@@ -185,14 +200,40 @@ class Matrix:
         return matrix_frame({p: r.report for p, r in self.runs.items()}, load_ledger(self.ledger))
 
 
-def _produce(settings, *, ledger: str, prefix: str, faults: Sequence[Fault], snapshot_every: int, sites: int,
-             sessions: int, rate: float, duration: float, seed: int, run_id: str, session_length: int | None = None):  # fmt: skip
+def _produce(
+    settings,
+    *,
+    ledger: str,
+    prefix: str,
+    faults: Sequence[Fault],
+    snapshot_every: int,
+    sites: int,
+    sessions: int,
+    rate: float,
+    duration: float,
+    seed: int,
+    run_id: str,
+    session_length: int | None = None,
+):
     from producers.runner import RunConfig, Runner
 
-    summary = Runner(RunConfig(ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=sites,
-                               sessions=sessions, rate=rate, duration=duration, snapshot_every=snapshot_every,
-                               faults=tuple(faults), seed=seed, run_id=run_id, topic_prefix=prefix, rows=12,
-                               session_length=session_length)).run()  # fmt: skip
+    summary = Runner(
+        RunConfig(
+            ledger=ledger,
+            bootstrap=settings.endpoints().kafka_bootstrap,
+            sites=sites,
+            sessions=sessions,
+            rate=rate,
+            duration=duration,
+            snapshot_every=snapshot_every,
+            faults=tuple(faults),
+            seed=seed,
+            run_id=run_id,
+            topic_prefix=prefix,
+            rows=12,
+            session_length=session_length,
+        )
+    ).run()
     if summary.error is not None:
         raise RuntimeError(f"the producers failed: {summary.error}")
     return summary
@@ -255,8 +296,17 @@ class StrictPrefix:
         return seqs == list(range(len(seqs))) and (not seqs or seqs[-1] < self.dropped_seq)
 
 
-def strict_prefix(spark, settings, *, workdir: Path, prefix: str, dropped_seq: int = 120, batch_records: int = 40,
-                  seed: int = 6, progress: Callable[[str], None] = print) -> StrictPrefix:  # fmt: skip
+def strict_prefix(
+    spark,
+    settings,
+    *,
+    workdir: Path,
+    prefix: str,
+    dropped_seq: int = 120,
+    batch_records: int = 40,
+    seed: int = 6,
+    progress: Callable[[str], None] = print,
+) -> StrictPrefix:
     """What ``strict`` commits before it stops: one site, one session (a snapshot every 25
     messages), whose message ``dropped_seq`` is dropped; the job reads it in batches of
     ``batch_records`` from the earliest offset. Every batch before the one holding the gap
@@ -264,8 +314,20 @@ def strict_prefix(spark, settings, *, workdir: Path, prefix: str, dropped_seq: i
     workdir.mkdir(parents=True, exist_ok=True)
     ledger = str(workdir / "ledger-strict-prefix")
     drop = Drop(probability=1.0, target=Target(at=dropped_seq))
-    _produce(settings, ledger=ledger, prefix=prefix, faults=(drop,), snapshot_every=25, sites=1, sessions=1,
-             rate=2000.0, duration=10.0, seed=seed, run_id=f"sp{uuid.uuid4().hex[:6]}", session_length=3 * dropped_seq)  # fmt: skip
+    _produce(
+        settings,
+        ledger=ledger,
+        prefix=prefix,
+        faults=(drop,),
+        snapshot_every=25,
+        sites=1,
+        sessions=1,
+        rate=2000.0,
+        duration=10.0,
+        seed=seed,
+        run_id=f"sp{uuid.uuid4().hex[:6]}",
+        session_length=3 * dropped_seq,
+    )
     cfg = _config(settings, workdir, prefix, "strict-prefix", policy="strict", max_offsets_per_trigger=batch_records)
     run = run_policy(spark, settings, cfg, ledger=ledger, progress=progress)
     from job.spark.lake import sink_log_batches
@@ -280,8 +342,14 @@ def strict_prefix(spark, settings, *, workdir: Path, prefix: str, dropped_seq: i
 def _config(settings, workdir: Path, prefix: str, name: str, **overrides) -> JobConfig:
     # One output and checkpoint per run; no raw archive (nothing here reads it); a small cap
     # per batch so that strict writes the batches before the one it stops in.
-    return JobConfig(output=f"s3a://{settings.bucket}/integrity/{prefix}{name}", checkpoint=workdir / f"ckpt-{name}",
-                     topic_prefix=prefix, raw_archive=False, trigger="1 second", **overrides)  # fmt: skip
+    return JobConfig(
+        output=f"s3a://{settings.bucket}/integrity/{prefix}{name}",
+        checkpoint=workdir / f"ckpt-{name}",
+        topic_prefix=prefix,
+        raw_archive=False,
+        trigger="1 second",
+        **overrides,
+    )
 
 
 def fault_matrix(
@@ -315,12 +383,24 @@ def fault_matrix(
     ledger = str(workdir / f"ledger-{run_id}")
     faults = every_fault() if faults is None else faults
     progress(f"[integrity] producing {duration:.0f}s at {rate:.0f} msg/s with {len(faults)} faults into {prefix}*")
-    summary = _produce(settings, ledger=ledger, prefix=prefix, faults=faults, snapshot_every=snapshot_every,
-                       sites=sites, sessions=sessions, rate=rate, duration=duration, seed=seed, run_id=run_id)  # fmt: skip
+    summary = _produce(
+        settings,
+        ledger=ledger,
+        prefix=prefix,
+        faults=faults,
+        snapshot_every=snapshot_every,
+        sites=sites,
+        sessions=sessions,
+        rate=rate,
+        duration=duration,
+        seed=seed,
+        run_id=run_id,
+    )
     runs = {}
     for policy in policies:
-        cfg = _config(settings, workdir, prefix, policy, policy=policy, window=window,
-                      max_offsets_per_trigger=max_offsets_per_trigger)  # fmt: skip
+        cfg = _config(
+            settings, workdir, prefix, policy, policy=policy, window=window, max_offsets_per_trigger=max_offsets_per_trigger
+        )
         runs[policy] = run_policy(spark, settings, cfg, ledger=ledger, progress=progress)
     return Matrix(prefix=prefix, ledger=ledger, summary=summary, runs=runs)
 
@@ -365,18 +445,36 @@ def interval_sweep(
         run_id = f"{uuid.uuid4().hex[:4]}s{n}"
         ledgers[n] = str(workdir / f"ledger-s{n}-{run_id}")
         progress(f"[integrity] producing with a snapshot every {n} messages into {prefix}s{n}-*")
-        _produce(settings, ledger=ledgers[n], prefix=f"{prefix}s{n}-", faults=faults, snapshot_every=n, sites=sites,
-                 sessions=sessions, rate=rate, duration=duration, seed=seed, run_id=run_id)  # fmt: skip
+        _produce(
+            settings,
+            ledger=ledgers[n],
+            prefix=f"{prefix}s{n}-",
+            faults=faults,
+            snapshot_every=n,
+            sites=sites,
+            sessions=sessions,
+            rate=rate,
+            duration=duration,
+            seed=seed,
+            run_id=run_id,
+        )
     cfg = _config(settings, workdir, prefix, "sweep", policy="resync", max_offsets_per_trigger=None)
     run = run_policy(spark, settings, cfg, ledger=ledgers[intervals[0]], progress=progress)
-    points = [SweepPoint(snapshot_every=intervals[0], ledger=ledgers[intervals[0]], report=run.report,
-                         bound=window_bound(load_ledger(ledgers[intervals[0]])),
-                         faulted=_faulted(load_ledger(ledgers[intervals[0]])))]  # fmt: skip
+    points = [
+        SweepPoint(
+            snapshot_every=intervals[0],
+            ledger=ledgers[intervals[0]],
+            report=run.report,
+            bound=window_bound(load_ledger(ledgers[intervals[0]])),
+            faulted=_faulted(load_ledger(ledgers[intervals[0]])),
+        )
+    ]
     for n in intervals[1:]:
         frame = load_ledger(ledgers[n])
         report = _verify(spark, settings, ledger=ledgers[n], cfg=cfg, policy="resync")
-        points.append(SweepPoint(snapshot_every=n, ledger=ledgers[n], report=report, bound=window_bound(frame),
-                                 faulted=_faulted(frame)))  # fmt: skip
+        points.append(
+            SweepPoint(snapshot_every=n, ledger=ledgers[n], report=report, bound=window_bound(frame), faulted=_faulted(frame))
+        )
     return points
 
 
@@ -391,10 +489,19 @@ def sweep_frame(points: Sequence[SweepPoint]) -> pd.DataFrame:
     for p in points:
         r = p.report
         set_aside = r.quarantined + r.lost  # type: ignore[attr-defined]
-        rows.append({
-            "snapshot_every": p.snapshot_every, "delivered": r.delivered, "applied": r.applied,  # type: ignore[attr-defined]
-            "quarantined": r.quarantined, "lost": r.lost, "set_aside": set_aside, "bound": p.bound,  # type: ignore[attr-defined]
-            "faulted": p.faulted, "set_aside_per_fault": set_aside / p.faulted if p.faulted else 0.0,
-            "share": set_aside / r.delivered if r.delivered else 0.0, "ok": r.ok,  # type: ignore[attr-defined]
-        })  # fmt: skip
+        rows.append(
+            {
+                "snapshot_every": p.snapshot_every,
+                "delivered": r.delivered,
+                "applied": r.applied,  # type: ignore[attr-defined]
+                "quarantined": r.quarantined,
+                "lost": r.lost,
+                "set_aside": set_aside,
+                "bound": p.bound,  # type: ignore[attr-defined]
+                "faulted": p.faulted,
+                "set_aside_per_fault": set_aside / p.faulted if p.faulted else 0.0,
+                "share": set_aside / r.delivered if r.delivered else 0.0,
+                "ok": r.ok,  # type: ignore[attr-defined]
+            }
+        )
     return pd.DataFrame(rows)

@@ -37,15 +37,18 @@ def _alter(bootstrap: str, topics: Sequence[str], entries: Mapping[str, str | No
     ops = [
         ConfigEntry(name, value or "", incremental_operation=AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET)
         for name, value in entries.items()
-    ]  # fmt: skip
+    ]
     resources = [ConfigResource(ResourceType.TOPIC, t, incremental_configs=ops) for t in topics]
     admin = admin_client(bootstrap)  # held until every future is done: a collected client cancels them
     for resource, future in admin.incremental_alter_configs(resources, request_timeout=timeout_s).items():
         try:
             future.result(timeout=timeout_s)
         except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: both mean the same here
-            raise RetentionError(f"topic {resource.name}", f"Kafka refused the config change {dict(entries)} ({exc})",
-                                 "check the topic exists and the broker answers") from None  # fmt: skip
+            raise RetentionError(
+                f"topic {resource.name}",
+                f"Kafka refused the config change {dict(entries)} ({exc})",
+                "check the topic exists and the broker answers",
+            ) from None
 
 
 def set_retention(bootstrap: str, topics: Sequence[str], *, retention_ms: int, segment_ms: int, timeout_s: float = 15.0) -> None:
@@ -62,8 +65,9 @@ def reset_retention(bootstrap: str, topics: Sequence[str], *, timeout_s: float =
     _alter(bootstrap, topics, {"retention.ms": None, "segment.ms": None}, timeout_s)
 
 
-def topic_configs(bootstrap: str, topics: Sequence[str], names: Sequence[str] = ("retention.ms", "segment.ms"),
-                  *, timeout_s: float = 15.0) -> dict[str, dict[str, str]]:  # fmt: skip
+def topic_configs(
+    bootstrap: str, topics: Sequence[str], names: Sequence[str] = ("retention.ms", "segment.ms"), *, timeout_s: float = 15.0
+) -> dict[str, dict[str, str]]:
     """The current value of each config in ``names`` for each topic."""
     from confluent_kafka.admin import ConfigResource, ResourceType
 
@@ -99,10 +103,11 @@ def wait_for_deletion(
         if time.monotonic() > deadline:
             names = ", ".join(f"{t}[{p}] (log start {marks[(t, p)][0]}, read up to {read[(t, p)]})" for t, p in sorted(waiting))
             raise RetentionError(
-                names, f"Kafka has not deleted past the checkpoint's offsets after {timeout_s:.0f}s",
+                names,
+                f"Kafka has not deleted past the checkpoint's offsets after {timeout_s:.0f}s",
                 "check log.retention.check.interval.ms on the broker (the sandbox sets 5000) and that records still "
                 "arrive (a segment only closes when the next record comes), or use delete_unread()",
-            )  # fmt: skip
+            )
         if progress is not None:
             progress(f"[dataloss] waiting for retention on {len(waiting)} partition(s)")
         time.sleep(poll_s)
@@ -120,12 +125,16 @@ def delete_unread(bootstrap: str, upto: Mapping[Partition, int], *, timeout_s: f
         try:
             future.result(timeout=timeout_s)
         except Exception as exc:  # noqa: BLE001
-            raise RetentionError(f"{tp.topic}[{tp.partition}]", f"delete_records to offset {tp.offset} failed ({exc})",
-                                 "check the offset is within the partition's log") from None  # fmt: skip
+            raise RetentionError(
+                f"{tp.topic}[{tp.partition}]",
+                f"delete_records to offset {tp.offset} failed ({exc})",
+                "check the offset is within the partition's log",
+            ) from None
 
 
-def wait_for_growth(bootstrap: str, since: Mapping[Partition, int], records: int, *, timeout_s: float = 120.0,
-                    poll_s: float = 0.5) -> dict[Partition, int]:  # fmt: skip
+def wait_for_growth(
+    bootstrap: str, since: Mapping[Partition, int], records: int, *, timeout_s: float = 120.0, poll_s: float = 0.5
+) -> dict[Partition, int]:
     """Poll until every partition of ``since`` holds at least ``records`` records past its
     offset there (e.g. enough for every session to send a snapshot again); returns the ends."""
     deadline = time.monotonic() + timeout_s
@@ -137,8 +146,9 @@ def wait_for_growth(bootstrap: str, since: Mapping[Partition, int], records: int
             return ends
         if time.monotonic() > deadline:
             names = ", ".join(f"{t}[{p}] (end {ends.get((t, p), 0)}, waiting for {since[(t, p)] + records})" for t, p in short)
-            raise RetentionError(names, f"fewer than {records} new records after {timeout_s:.0f}s",
-                                 "check that the producers still run")  # fmt: skip
+            raise RetentionError(
+                names, f"fewer than {records} new records after {timeout_s:.0f}s", "check that the producers still run"
+            )
         time.sleep(poll_s)
 
 
@@ -215,11 +225,17 @@ class BackgroundRun:
         deadline = time.monotonic() + timeout_s
         while self.acked < records:
             if self.error is not None or not self._thread.is_alive():
-                raise RetentionError("the producer run", f"ended after {self.acked} records ({self.error})",
-                                     "look at the broker's health (python -m sandbox status)")  # fmt: skip
+                raise RetentionError(
+                    "the producer run",
+                    f"ended after {self.acked} records ({self.error})",
+                    "look at the broker's health (python -m sandbox status)",
+                )
             if time.monotonic() > deadline:
-                raise RetentionError("the producer run", f"only {self.acked} of {records} records acknowledged "
-                                     f"after {timeout_s:.0f}s", "look at the broker's health")  # fmt: skip
+                raise RetentionError(
+                    "the producer run",
+                    f"only {self.acked} of {records} records acknowledged after {timeout_s:.0f}s",
+                    "look at the broker's health",
+                )
             time.sleep(0.1)
 
     def finish(self, timeout_s: float = 120.0):
@@ -229,8 +245,11 @@ class BackgroundRun:
         if self.error is not None:
             raise self.error
         if self._thread.is_alive() or self.summary is None:
-            raise RetentionError("the producer run", f"did not finish within {timeout_s:.0f}s of being stopped",
-                                 "look at the broker's health (python -m sandbox status)")  # fmt: skip
+            raise RetentionError(
+                "the producer run",
+                f"did not finish within {timeout_s:.0f}s of being stopped",
+                "look at the broker's health (python -m sandbox status)",
+            )
         return self.summary
 
 
@@ -287,8 +306,14 @@ def query_run(events: Sequence[object], query: str) -> QueryRun:
     ended = ends[-1].at if ends else (batches[-1].at if batches else None)  # type: ignore[attr-defined]
     timed = [b.at - b.started_at for b in batches if b.started_at is not None]  # type: ignore[attr-defined]
     all_timed = bool(timed) and len(timed) == len(batches)
-    return QueryRun(query=query, started=started, ended=ended, batches=len(batches),
-                    rows=sum(b.input_rows for b in batches), error=ends[-1].error if ends else None,  # type: ignore[attr-defined]
-                    busy_s=sum(timed) if all_timed else None,
-                    steady_rows=sum(b.input_rows for b in batches[1:]),  # type: ignore[attr-defined]
-                    steady_busy_s=sum(timed[1:]) if all_timed and len(timed) > 1 else None)  # fmt: skip
+    return QueryRun(
+        query=query,
+        started=started,
+        ended=ended,
+        batches=len(batches),
+        rows=sum(b.input_rows for b in batches),
+        error=ends[-1].error if ends else None,  # type: ignore[attr-defined]
+        busy_s=sum(timed) if all_timed else None,
+        steady_rows=sum(b.input_rows for b in batches[1:]),  # type: ignore[attr-defined]
+        steady_busy_s=sum(timed[1:]) if all_timed and len(timed) > 1 else None,
+    )

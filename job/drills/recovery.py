@@ -113,8 +113,10 @@ def detector_for(trigger: str, *, latency_floor_ms: float | None = None, **knobs
     if latency_floor_ms is None:
         latency_floor_ms = trigger_ms(trigger)
         if latency_floor_ms is None:
-            raise DetectorError(f"trigger {trigger!r} has no interval to widen the latency band by: "
-                                "use one such as '1 second' or '500 ms', or give latency_floor_ms")  # fmt: skip
+            raise DetectorError(
+                f"trigger {trigger!r} has no interval to widen the latency band by: "
+                "use one such as '1 second' or '500 ms', or give latency_floor_ms"
+            )
     return DetectorConfig(latency_floor_ms=latency_floor_ms, **knobs)
 
 
@@ -211,9 +213,11 @@ class RecoveryReport:
                 b = m.band
                 band = f"<= {b.high:,.0f}" if b.upper_only else f"{b.low:,.0f}..{b.high:,.0f}"
                 at = lambda x: "none" if x is None else f"+{x - f.failure_s:.0f}s"  # noqa: E731
-                lines.append(f"failure {f.index} at {f.failure_s:.0f}s, {m.metric}: band {band} (mean {b.mean:,.0f}, "
-                             f"{b.samples} samples{', reused' if b.reused else ''}), impact {at(m.impact_s)}, "
-                             f"recovered {at(m.recovery_s)} (horizon +{f.horizon_s - f.failure_s:.0f}s)")  # fmt: skip
+                lines.append(
+                    f"failure {f.index} at {f.failure_s:.0f}s, {m.metric}: band {band} (mean {b.mean:,.0f}, "
+                    f"{b.samples} samples{', reused' if b.reused else ''}), impact {at(m.impact_s)}, "
+                    f"recovered {at(m.recovery_s)} (horizon +{f.horizon_s - f.failure_s:.0f}s)"
+                )
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -222,11 +226,20 @@ class RecoveryReport:
 
         out = []
         for f in self.failures:
-            entry: dict[str, Any] = {"index": f.index, "failure_s": f.failure_s, "horizon_s": f.horizon_s,
-                                     "lag_peak": f.lag_peak, "lag_peak_s": f.lag_peak_s}  # fmt: skip
+            entry: dict[str, Any] = {
+                "index": f.index,
+                "failure_s": f.failure_s,
+                "horizon_s": f.horizon_s,
+                "lag_peak": f.lag_peak,
+                "lag_peak_s": f.lag_peak_s,
+            }
             for m in (f.throughput, f.latency):
-                entry[m.metric] = {"impact_s": m.impact_s, "recovery_s": m.recovery_s,
-                                   "recovery_time_s": m.recovery_time_s, "band": asdict(m.band)}  # fmt: skip
+                entry[m.metric] = {
+                    "impact_s": m.impact_s,
+                    "recovery_s": m.recovery_s,
+                    "recovery_time_s": m.recovery_time_s,
+                    "band": asdict(m.band),
+                }
             out.append(entry)
         return {"failures": out, "stable": self.stable, "verdict": self.verdict, "config": asdict(self.config)}
 
@@ -292,8 +305,17 @@ def detect(
             if window.any():
                 j = int(np.argmax(np.where(window, columns[lag], -np.inf)))
                 peak, peak_s = float(columns[lag][j]), float(t[j])
-        results.append(FailureRecovery(index=i + 1, failure_s=f, horizon_s=h, throughput=per_metric["throughput"][i],
-                                       latency=per_metric["latency"][i], lag_peak=peak, lag_peak_s=peak_s))  # fmt: skip
+        results.append(
+            FailureRecovery(
+                index=i + 1,
+                failure_s=f,
+                horizon_s=h,
+                throughput=per_metric["throughput"][i],
+                latency=per_metric["latency"][i],
+                lag_peak=peak,
+                lag_peak_s=peak_s,
+            )
+        )
     stable, verdict = _stability(results, cfg)
     return RecoveryReport(failures=tuple(results), stable=stable, verdict=verdict, config=cfg)
 
@@ -317,8 +339,9 @@ def _columns(series: Any, names: list[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def _metric_recoveries(name: str, t: np.ndarray, smooth: np.ndarray, fails: list[float], horizons: list[float],
-                       cfg: DetectorConfig) -> list[MetricRecovery]:  # fmt: skip
+def _metric_recoveries(
+    name: str, t: np.ndarray, smooth: np.ndarray, fails: list[float], horizons: list[float], cfg: DetectorConfig
+) -> list[MetricRecovery]:
     out: list[MetricRecovery] = []
     disturbed: list[tuple[float, float]] = []
     band: Band | None = None

@@ -101,22 +101,42 @@ def reproduce_metadata_trap(
     bootstrap = settings.endpoints().kafka_bootstrap
     ledger = str(workdir / f"ledger-{run_id}")
     progress(f"[trap] producing {duration:.0f}s at {rate:.0f} msg/s into {prefix}*")
-    summary = Runner(RunConfig(ledger=ledger, bootstrap=bootstrap, sites=sites, sessions=sessions, rate=rate,
-                               duration=duration, snapshot_every=25, rows=12, seed=seed, run_id=run_id,
-                               topic_prefix=prefix)).run()  # fmt: skip
+    summary = Runner(
+        RunConfig(
+            ledger=ledger,
+            bootstrap=bootstrap,
+            sites=sites,
+            sessions=sessions,
+            rate=rate,
+            duration=duration,
+            snapshot_every=25,
+            rows=12,
+            seed=seed,
+            run_id=run_id,
+            topic_prefix=prefix,
+        )
+    ).run()
     if summary.error is not None:
         raise RuntimeError(f"the producers failed: {summary.error}")
     cfg = JobConfig(
-        output=f"s3a://{settings.bucket}/trap/{run_id}-{uuid.uuid4().hex[:4]}", checkpoint=workdir / f"ckpt-{run_id}",
-        topic_prefix=prefix, policy="resync", trigger="1 second", max_offsets_per_trigger=cap,
-    )  # fmt: skip
+        output=f"s3a://{settings.bucket}/trap/{run_id}-{uuid.uuid4().hex[:4]}",
+        checkpoint=workdir / f"ckpt-{run_id}",
+        topic_prefix=prefix,
+        policy="resync",
+        trigger="1 second",
+        max_offsets_per_trigger=cap,
+    )
 
     def run_until(config: JobConfig, commits: int, label: str) -> pd.DataFrame:
         log_latest = max(sink_log_batches(spark, config.sink_path), default=-1)
         queries = pipeline.start(spark, config, bootstrap=bootstrap)
         try:
-            wait_for(lambda: _commits(config) >= commits, timeout_s=300, what=f"{label}: {commits} committed batches",
-                     abort=lambda: None if queries[0].isActive else f"the query stopped: {queries[0].exception()}")  # fmt: skip
+            wait_for(
+                lambda: _commits(config) >= commits,
+                timeout_s=300,
+                what=f"{label}: {commits} committed batches",
+                abort=lambda: None if queries[0].isActive else f"the query stopped: {queries[0].exception()}",
+            )
         finally:
             for q in queries:
                 q.stop()

@@ -183,9 +183,17 @@ class DataLossError(JobError):
 
     exit_status = 1
 
-    def __init__(self, query: str, *, reason: str, detail: str, topic: str | None = None,
-                 partition: int | None = None, lost: int | None = None,
-                 deleted: Sequence[tuple[str, int]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        query: str,
+        *,
+        reason: str,
+        detail: str,
+        topic: str | None = None,
+        partition: int | None = None,
+        lost: int | None = None,
+        deleted: Sequence[tuple[str, int]] | None = None,
+    ) -> None:
         self.query, self.reason, self.detail = query, reason, detail
         self.topic, self.partition, self.lost = topic, partition, lost
         #: What Kafka deleted, compared with the checkpoint after the stop: (``topic[p] offsets
@@ -193,14 +201,18 @@ class DataLossError(JobError):
         self.deleted = list(deleted) if deleted else None
         if self.deleted:
             total = sum(n for _, n in self.deleted)
-            what = (f"{total} records that the checkpoint says come next: {'; '.join(line for line, _ in self.deleted)} "
-                    f"(the checkpoint's next offsets against Kafka's log start offsets; Spark stopped at "
-                    f"KAFKA_DATA_LOSS.{reason}: {detail})")  # fmt: skip
+            what = (
+                f"{total} records that the checkpoint says come next: {'; '.join(line for line, _ in self.deleted)} "
+                f"(the checkpoint's next offsets against Kafka's log start offsets; Spark stopped at "
+                f"KAFKA_DATA_LOSS.{reason}: {detail})"
+            )
         else:
             where = f" from {topic}[{partition}]" if topic is not None else ""
             count = f"{lost} records" if lost is not None else "records"
-            what = (f"{count}{where} that the checkpoint says come next (KAFKA_DATA_LOSS.{reason}: {detail}; Spark "
-                    f"names only the first range it failed to fetch)")  # fmt: skip
+            what = (
+                f"{count}{where} that the checkpoint says come next (KAFKA_DATA_LOSS.{reason}: {detail}; Spark "
+                f"names only the first range it failed to fetch)"
+            )
         super().__init__(
             f"streaming query {query} stopped: Kafka no longer has {what}; retention deleted them while the job was "
             f"down, or the broker lost the partition's log. Either restore them to Kafka and run again, or accept the "
@@ -210,8 +222,15 @@ class DataLossError(JobError):
 
     def naming(self, deleted: Sequence[tuple[str, int]]) -> DataLossError:
         """The same stop, its message naming what Kafka deleted (``deleted``: line and count per partition)."""
-        return DataLossError(self.query, reason=self.reason, detail=self.detail, topic=self.topic,
-                             partition=self.partition, lost=self.lost, deleted=deleted)  # fmt: skip
+        return DataLossError(
+            self.query,
+            reason=self.reason,
+            detail=self.detail,
+            topic=self.topic,
+            partition=self.partition,
+            lost=self.lost,
+            deleted=deleted,
+        )
 
 
 class SinkAheadError(JobError):

@@ -805,9 +805,18 @@ _rc_offset = RowChange.offset.__set__  # type: ignore[attr-defined]
 
 
 def _row_change(
-    session: str, site: str, epoch: int, seq: int, op: Op, row_id: str, data: str | None,
-    event_ts_ms: int, topic: str, partition: int, offset: int,
-) -> RowChange:  # fmt: skip
+    session: str,
+    site: str,
+    epoch: int,
+    seq: int,
+    op: Op,
+    row_id: str,
+    data: str | None,
+    event_ts_ms: int,
+    topic: str,
+    partition: int,
+    offset: int,
+) -> RowChange:
     """``RowChange(...)`` with positional arguments, at half the cost: this runs once per output row.
 
     A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; setting

@@ -117,9 +117,10 @@ def parse_time(text: str, *, flag: str = "--from") -> Bound:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise BackfillError(
-            f"time {text!r}", flag,
+            f"time {text!r}",
+            flag,
             "give an ISO 8601 time such as 2026-11-22T21:00:00Z, epoch milliseconds, 'earliest' or 'latest'",
-        ) from None  # fmt: skip
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
@@ -135,9 +136,10 @@ class TimeRange:
     def __post_init__(self) -> None:
         if self.start_ms >= self.end_ms:
             raise BackfillError(
-                f"time range {_iso(self.start_ms)} .. {_iso(self.end_ms)}", "--from/--to",
+                f"time range {_iso(self.start_ms)} .. {_iso(self.end_ms)}",
+                "--from/--to",
                 "--from must be before --to (the range is [from, to): from included, to excluded)",
-            )  # fmt: skip
+            )
 
     def __str__(self) -> str:
         return f"[{_iso(self.start_ms)}, {_iso(self.end_ms)})"
@@ -314,9 +316,10 @@ def _read_archive(spark, where: str):
     archive = lake.read_raw(spark, where)
     if archive is None:
         raise BackfillError(
-            "archive", where,
+            "archive",
+            where,
             "no lake and no raw archive there: pass --lake (or --raw) naming the lake root the job wrote",
-        )  # fmt: skip
+        )
     return archive
 
 
@@ -343,12 +346,15 @@ def _replay_frame(archive, span: TimeRange):
     records = archive.where(ts < span.end_ms).select(
         F.coalesce(F.col("key"), F.concat(F.lit("__no-key__/"), F.col("topic"))).alias("session_key"),
         F.col("key").isNull().alias("key_missing"),
-        "value", "topic", "partition", "offset",
+        "value",
+        "topic",
+        "partition",
+        "offset",
         ts.alias("kafka_ts_ms"),
         (F.get_json_object(text, "$.kind") == "snapshot").alias("is_snapshot"),
         F.get_json_object(text, "$.epoch").cast("long").alias("msg_epoch"),
         F.get_json_object(text, "$.seq").cast("long").alias("msg_seq"),
-    )  # fmt: skip
+    )
     keys = ["session_key", "topic", "partition"]
     touched = records.where(F.col("kafka_ts_ms") >= span.start_ms).select(*keys).distinct()
     freshest = (
@@ -437,8 +443,11 @@ def backfill(
     bounds = archive_bounds(spark, raw_path)
     span = resolve_range(start, end, bounds)
     if bounds is None or span.end_ms <= bounds[0] or span.start_ms > bounds[1]:
-        held = ("it is empty: did the job run with --no-raw-archive?" if bounds is None
-                else f"it holds {TimeRange(bounds[0], bounds[1] + 1)}")  # fmt: skip
+        held = (
+            "it is empty: did the job run with --no-raw-archive?"
+            if bounds is None
+            else f"it holds {TimeRange(bounds[0], bounds[1] + 1)}"
+        )
         raise BackfillError(f"time range {span}", raw_path, f"no archived record in it ({held}); pick a range inside")
     version = version or f"{_compact(span.start_ms)}--{_compact(span.end_ms)}"
     if not re.fullmatch(r"[A-Za-z0-9._+-]+", version):
@@ -471,11 +480,18 @@ def backfill(
             raise
         raise BackfillError(f"replay under policy {policy}", root, f"{stopped}") from None
     result = BackfillResult(
-        version=version, root=root, start_ms=span.start_ms, end_ms=span.end_ms, job_version=job_version,
-        policy=policy, records=int(counts.records), in_range=int(counts.in_range),
-        warm_up=int(counts.records) - int(counts.in_range), sessions=int(counts.sessions),
+        version=version,
+        root=root,
+        start_ms=span.start_ms,
+        end_ms=span.end_ms,
+        job_version=job_version,
+        policy=policy,
+        records=int(counts.records),
+        in_range=int(counts.in_range),
+        warm_up=int(counts.records) - int(counts.in_range),
+        sessions=int(counts.sessions),
         seconds=round(time.monotonic() - began, 3),
-    )  # fmt: skip
+    )
     _write_text(spark, _manifest(root), json.dumps(asdict(result)))
     return result
 
@@ -604,9 +620,17 @@ def reprocess(
     from job.verify.lake_check import verify_lake
 
     result = backfill(
-        spark, lake_root=lake_root, start="earliest", end="latest", version=version, raw_path=raw_path,
-        policy=policy, window=window, job_version=job_version, overwrite=overwrite,
-    )  # fmt: skip
+        spark,
+        lake_root=lake_root,
+        start="earliest",
+        end="latest",
+        version=version,
+        raw_path=raw_path,
+        policy=policy,
+        window=window,
+        job_version=job_version,
+        overwrite=overwrite,
+    )
     report = verify_lake(spark, ledger=ledger, lake=result.root, policy=policy, s3=s3_target(settings))
     previous = None
     if report.ok:
@@ -668,9 +692,17 @@ def run_cli(args, settings) -> int:
     lake_root = run.output.rstrip("/")
     spark = spark_session(settings, "backfill")
     result = backfill(
-        spark, lake_root=lake_root, start=start, end=end, version=args.version, raw_path=args.raw,
-        policy=run.policy, window=run.window, job_version=args.job_version, overwrite=args.overwrite,
-    )  # fmt: skip
+        spark,
+        lake_root=lake_root,
+        start=start,
+        end=end,
+        version=args.version,
+        raw_path=args.raw,
+        policy=run.policy,
+        window=run.window,
+        job_version=args.job_version,
+        overwrite=args.overwrite,
+    )
     print(result.summary())
     target = result.root
     if args.merge:

@@ -132,8 +132,11 @@ def watermarks(bootstrap: str, topics: Iterable[str], *, timeout_s: float = 10.0
     try:
         return partition_watermarks(bootstrap, wanted.__contains__, timeout_s=timeout_s)
     except KafkaException as exc:
-        raise RetentionError(f"Kafka at {bootstrap}", f"cannot read the partitions' offsets ({exc})",
-                             "check that the broker answers (python -m sandbox status)") from None  # fmt: skip
+        raise RetentionError(
+            f"Kafka at {bootstrap}",
+            f"cannot read the partitions' offsets ({exc})",
+            "check that the broker answers (python -m sandbox status)",
+        ) from None
 
 
 # -- what the loss did to the sessions -------------------------------------------------------
@@ -151,28 +154,45 @@ def session_losses(report, ledger: pd.DataFrame, deleted: Sequence[DeletedRange]
     if not findings:
         return pd.DataFrame(columns=columns)
     bad = {f.session for f in report.anomalies if not f.allowed}
-    frame = pd.DataFrame([{"session": f.session, "kind": f.kind, "seq": f.seq, "epoch": f.epoch,
-                           "where": f"{f.topic}[{f.partition}]" if f.topic else None} for f in findings])  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {
+                "session": f.session,
+                "kind": f.kind,
+                "seq": f.seq,
+                "epoch": f.epoch,
+                "where": f"{f.topic}[{f.partition}]" if f.topic else None,
+            }
+            for f in findings
+        ]
+    )
     ok = ledger[ledger["outcome"] == "ok"]
-    gone = {(r.topic, int(r.partition), int(r.offset)) for r in ok.itertuples(index=False)
-            if any(d.contains(r.topic, int(r.partition), int(r.offset)) for d in deleted)}  # fmt: skip
+    gone = {
+        (r.topic, int(r.partition), int(r.offset))
+        for r in ok.itertuples(index=False)
+        if any(d.contains(r.topic, int(r.partition), int(r.offset)) for d in deleted)
+    }
     rows = []
     for session, group in frame.groupby("session", sort=True):
         lost = group[group["kind"] == "lost"]
         last_lost = int(lost["seq"].max()) if len(lost) else None
         mine = ok[(ok["session"] == session) & (ok["kind"] == "snapshot")]
-        resync = [int(r.seq) for r in mine.itertuples(index=False)
-                  if last_lost is not None and int(r.seq) > last_lost
-                  and (r.topic, int(r.partition), int(r.offset)) not in gone]  # fmt: skip
-        rows.append({
-            "session": session,
-            "partition": lost["where"].dropna().iloc[0] if len(lost) else None,
-            "lost": len(lost),
-            "lost_seqs": f"{int(lost['seq'].min())}..{last_lost}" if len(lost) else "",
-            "quarantined": int((group["kind"] == "quarantined").sum()),
-            "resync_seq": min(resync) if resync else None,
-            "whole_again": bool(resync) and session not in bad,
-        })  # fmt: skip
+        resync = [
+            int(r.seq)
+            for r in mine.itertuples(index=False)
+            if last_lost is not None and int(r.seq) > last_lost and (r.topic, int(r.partition), int(r.offset)) not in gone
+        ]
+        rows.append(
+            {
+                "session": session,
+                "partition": lost["where"].dropna().iloc[0] if len(lost) else None,
+                "lost": len(lost),
+                "lost_seqs": f"{int(lost['seq'].min())}..{last_lost}" if len(lost) else "",
+                "quarantined": int((group["kind"] == "quarantined").sum()),
+                "resync_seq": min(resync) if resync else None,
+                "whole_again": bool(resync) and session not in bad,
+            }
+        )
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -203,9 +223,16 @@ def retention_table(
         catch_up_h = backlog / spare / 3600 if spare > 0 else float("inf")
         for retention in retentions_h:
             margin = retention - down_h
-            rows.append({
-                "scenario": name, "detect_h": detect_h, "fix_h": fix_h, "retention_h": retention,
-                "margin_h": margin, "backlog_records": int(backlog), "catch_up_h": catch_up_h,
-                "data_lost": margin <= 0,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "scenario": name,
+                    "detect_h": detect_h,
+                    "fix_h": fix_h,
+                    "retention_h": retention,
+                    "margin_h": margin,
+                    "backlog_records": int(backlog),
+                    "catch_up_h": catch_up_h,
+                    "data_lost": margin <= 0,
+                }
+            )
     return pd.DataFrame(rows)

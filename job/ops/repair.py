@@ -126,8 +126,10 @@ class RepairPlan:
         """The plan as the dry run prints it."""
         if not self.needed:
             return f"nothing to repair: every record the checkpoint {shown(self.checkpoint)} processed is in {self.output}"
-        lines = [f"repair plan for {self.output} (checkpoint {shown(self.checkpoint)})",
-                 f"  {'partition':<40} {'ckpt end':>9} {'damage':>9} {'restart':>9} {'sessions':>8} {'rows del':>9} {'quar del':>9} {'raw del':>8}"]  # fmt: skip
+        lines = [
+            f"repair plan for {self.output} (checkpoint {shown(self.checkpoint)})",
+            f"  {'partition':<40} {'ckpt end':>9} {'damage':>9} {'restart':>9} {'sessions':>8} {'rows del':>9} {'quar del':>9} {'raw del':>8}",
+        ]
         for p in self.partitions:
             flag = "" if p.damaged else "  (intact: restarts for its state only)"
             lines.append(
@@ -162,8 +164,11 @@ def parse_partitions(text: str | None) -> set[Partition] | None:
     for item in text.split(","):
         topic, sep, part = item.strip().rpartition(":")
         if not sep or not topic or not part.isdigit():
-            raise RepairError(f"--partitions {text!r}", f"{item.strip()!r} is not topic:partition",
-                              "list partitions as topic:p,topic:p, e.g. collection-site-1:0,collection-site-1:2")  # fmt: skip
+            raise RepairError(
+                f"--partitions {text!r}",
+                f"{item.strip()!r} is not topic:partition",
+                "list partitions as topic:p,topic:p, e.g. collection-site-1:0,collection-site-1:2",
+            )
         out.add((topic, int(part)))
     return out
 
@@ -285,9 +290,11 @@ def plan_repair(
         unknown = sorted(only - set(checkpoint_end))
         if unknown:
             known = ", ".join(f"{t}:{p}" for t, p in sorted(checkpoint_end)) or "none"
-            raise RepairError(f"--partitions {', '.join(f'{t}:{p}' for t, p in unknown)}",
-                              f"not in the checkpoint {checkpoint}",
-                              f"choose among the partitions it has read: {known}")  # fmt: skip
+            raise RepairError(
+                f"--partitions {', '.join(f'{t}:{p}' for t, p in unknown)}",
+                f"not in the checkpoint {checkpoint}",
+                f"choose among the partitions it has read: {known}",
+            )
     present = pd.concat([rows[["topic", "partition", "offset"]], quarantine[["topic", "partition", "offset"]]])
     damage = find_damage(inputs, present, checkpoint_end)
     if only is not None:
@@ -299,8 +306,10 @@ def plan_repair(
     sizes = {}
     if "snapshot_rows" in inputs.columns and not inputs.empty:
         snaps = inputs[inputs["kind"] == "snapshot"]
-        sizes = {(str(t), int(p), int(o)): int(n) for t, p, o, n in
-                 snaps[["topic", "partition", "offset", "snapshot_rows"]].fillna(0).itertuples(index=False)}  # fmt: skip
+        sizes = {
+            (str(t), int(p), int(o)): int(n)
+            for t, p, o, n in snaps[["topic", "partition", "offset", "snapshot_rows"]].fillna(0).itertuples(index=False)
+        }
     cuts = restart_points(rows, quarantine, sessions, all_damage, sizes)
     restart = {where: min([o for (t, p, _), o in cuts.items() if (t, p) == where] + [d]) for where, d in all_damage.items()}
 
@@ -324,16 +333,27 @@ def plan_repair(
                 raw_del[where] = raw_del.get(where, 0) + 1
     parts = tuple(
         PartitionPlan(
-            topic=t, partition=p, checkpoint_end=int(checkpoint_end[(t, p)]), damage=int(all_damage[(t, p)]),
-            damaged=(t, p) in damaged, restart=int(restart[(t, p)]),
+            topic=t,
+            partition=p,
+            checkpoint_end=int(checkpoint_end[(t, p)]),
+            damage=int(all_damage[(t, p)]),
+            damaged=(t, p) in damaged,
+            restart=int(restart[(t, p)]),
             sessions=sum(1 for (ct, cp, _) in cuts if (ct, cp) == (t, p)),
-            rows_to_delete=rows_del.get((t, p), 0), quarantine_to_delete=quar_del.get((t, p), 0),
+            rows_to_delete=rows_del.get((t, p), 0),
+            quarantine_to_delete=quar_del.get((t, p), 0),
             raw_to_delete=raw_del.get((t, p), 0),
         )
         for t, p in sorted(all_damage)
-    )  # fmt: skip
-    return RepairPlan(checkpoint=checkpoint, output=output, backup=backup, partitions=parts, cuts=cuts,
-                      offsets=starting_offsets(restart, kafka_partitions))  # fmt: skip
+    )
+    return RepairPlan(
+        checkpoint=checkpoint,
+        output=output,
+        backup=backup,
+        partitions=parts,
+        cuts=cuts,
+        offsets=starting_offsets(restart, kafka_partitions),
+    )
 
 
 # --- reading the checkpoint, the lake and Kafka -------------------------------------------
@@ -347,13 +367,21 @@ def _read_inputs(spark, bootstrap: str, ends: Mapping[Partition, int]) -> pd.Dat
     starting = {t: {p: -2 for p in parts} for t, parts in wanted.items()}
     value = F.col("value").cast("string")
     df = (
-        spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", ",".join(sorted(wanted)))
-        .option("startingOffsets", json.dumps(starting)).option("endingOffsets", json.dumps(wanted))
-        .option("failOnDataLoss", "false").load()
-        .select("topic", "partition", "offset", F.get_json_object(value, "$.kind").alias("kind"),
-                F.json_array_length(F.get_json_object(value, "$.rows")).alias("snapshot_rows"))
-    )  # fmt: skip
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(wanted))
+        .option("failOnDataLoss", "false")
+        .load()
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            F.get_json_object(value, "$.kind").alias("kind"),
+            F.json_array_length(F.get_json_object(value, "$.rows")).alias("snapshot_rows"),
+        )
+    )
     return df.toPandas()
 
 
@@ -365,7 +393,7 @@ def _read_lake(spark, sink: str, lake_root: str | None) -> dict[str, pd.DataFram
         "rows": lake.read_output(spark, sink, "rows").select("session", "op", "row_id", "topic", "partition", "offset"),
         "quarantine": lake.read_output(spark, sink, "quarantine").select("key", "session", "topic", "partition", "offset"),
         "sessions": lake.read_output(spark, sink, "sessions").select("session", "status", "topic", "partition", "offset"),
-    }  # fmt: skip
+    }
     frames = {name: df.toPandas() for name, df in out.items()}
     raw = lake.read_raw(spark, lake_root) if lake_root else None
     if raw is not None:
@@ -464,8 +492,11 @@ def lake_end_offsets(frames: Mapping[str, pd.DataFrame]) -> dict[Partition, int]
 def require_checkpoint(cfg) -> Path:
     """The sessions query's checkpoint, or RepairError when it has no committed batch."""
     if not _committed(cfg):
-        raise RepairError(f"checkpoint {cfg.checkpoint}", "has no committed batch of the sessions query (sessions/commits)",
-                          "point --checkpoint at the job's checkpoint (default <state>/checkpoints/job)")  # fmt: skip
+        raise RepairError(
+            f"checkpoint {cfg.checkpoint}",
+            "has no committed batch of the sessions query (sessions/commits)",
+            "point --checkpoint at the job's checkpoint (default <state>/checkpoints/job)",
+        )
     return cfg.checkpoint / "sessions"
 
 
@@ -481,12 +512,16 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
     from_lake = not _committed(cfg) and bool(lake.sink_log_batches(spark, sink))
     sessions_ckpt = cfg.checkpoint / "sessions" if from_lake else require_checkpoint(cfg)
     if not lake.held(spark, sink):
-        raise RepairError(f"lake output {sink}", "does not exist",
-                          "point --output at the lake root the job wrote (default s3a://<bucket>/job)")  # fmt: skip
+        raise RepairError(
+            f"lake output {sink}", "does not exist", "point --output at the lake root the job wrote (default s3a://<bucket>/job)"
+        )
     running = running_queries(settings, cfg, spark)
     if running:
-        raise RepairError(f"checkpoint {cfg.checkpoint}", "a query still runs on it: " + "; ".join(running),
-                          "stop the job first (Ctrl-C, or kill its application in the Spark master UI), then repair")  # fmt: skip
+        raise RepairError(
+            f"checkpoint {cfg.checkpoint}",
+            "a query still runs on it: " + "; ".join(running),
+            "stop the job first (Ctrl-C, or kill its application in the Spark master UI), then repair",
+        )
     frames = _read_lake(spark, sink, cfg.output if cfg.raw_archive else None)
     bootstrap = settings.endpoints().kafka_bootstrap
     from job.spark.pipeline import source_end_offsets
@@ -502,15 +537,25 @@ def make_plan(spark, settings, cfg, *, only: set[Partition] | None = None, progr
         # how far the job got, and every partition restarts, as no session state is left
         ends = {**{where: 0 for where in kafka}, **lake_end_offsets(frames)}  # the Kafka source wants every partition
         only = set(ends) if only is None else only
-        progress(f"[repair] step 1: no committed batch in {shown(cfg.checkpoint)}; the lake's records reach "
-                 f"{sum(ends.values())} offsets in {len(ends)} partition(s), and every one restarts")  # fmt: skip
+        progress(
+            f"[repair] step 1: no committed batch in {shown(cfg.checkpoint)}; the lake's records reach "
+            f"{sum(ends.values())} offsets in {len(ends)} partition(s), and every one restarts"
+        )
     inputs = _read_inputs(spark, bootstrap, ends)
     backup = cfg.checkpoint.parent / f"{cfg.checkpoint.name}.repair-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     plan = plan_repair(
-        checkpoint=str(cfg.checkpoint), output=cfg.output, backup=str(backup), checkpoint_end=ends, inputs=inputs,
-        rows=frames["rows"], quarantine=frames["quarantine"], sessions=frames["sessions"], raw=frames.get("raw"),
-        kafka_partitions=kafka, only=only,
-    )  # fmt: skip
+        checkpoint=str(cfg.checkpoint),
+        output=cfg.output,
+        backup=str(backup),
+        checkpoint_end=ends,
+        inputs=inputs,
+        rows=frames["rows"],
+        quarantine=frames["quarantine"],
+        sessions=frames["sessions"],
+        raw=frames.get("raw"),
+        kafka_partitions=kafka,
+        only=only,
+    )
     progress(f"[repair] step 2: {sum(p.damaged for p in plan.partitions)} damaged partition(s), {len(plan.cuts)} session cut(s)")
     return plan
 
@@ -628,8 +673,7 @@ def apply_repair(
             restart(repaired)
             return
         queries = pipeline.start(spark, repaired, bootstrap=settings.endpoints().kafka_bootstrap)
-        pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix,
-                       progress=progress)  # fmt: skip
+        pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=cfg.topic_prefix, progress=progress)
 
     progress(f"[repair] backup and journal in {shown(folder)}; output copies in {store}")
     step("backup-output", 3, f"output copied to {store}/original", backup_output)
@@ -691,6 +735,8 @@ def run_cli(args, settings) -> int:
         say(f"[repair] planned in {time.monotonic() - started:.1f}s")
         return 0
     folder = apply_repair(spark, settings, cfg, plan, progress=say)
-    say(f"[repair] done in {time.monotonic() - started:.1f}s; backup in {shown(folder)}; "
-        f"continue with: python -m job run --checkpoint {shown(cfg.checkpoint)} (its job.json holds the run's settings)")  # fmt: skip
+    say(
+        f"[repair] done in {time.monotonic() - started:.1f}s; backup in {shown(folder)}; "
+        f"continue with: python -m job run --checkpoint {shown(cfg.checkpoint)} (its job.json holds the run's settings)"
+    )
     return 0

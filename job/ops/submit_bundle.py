@@ -54,8 +54,17 @@ class Package:
     modules: int
 
     def submit_argv(self, spark_submit: str = "spark-submit", *job_args: str) -> list[str]:
-        return [spark_submit, "--deploy-mode", "client", "--properties-file", str(self.properties),
-                "--py-files", str(self.zip), str(self.driver), *job_args]  # fmt: skip
+        return [
+            spark_submit,
+            "--deploy-mode",
+            "client",
+            "--properties-file",
+            str(self.properties),
+            "--py-files",
+            str(self.zip),
+            str(self.driver),
+            *job_args,
+        ]
 
     def submit_line(self, *job_args: str) -> str:
         return " ".join(shlex.quote(a) for a in self.submit_argv("spark-submit", *job_args))

@@ -64,8 +64,10 @@ def _resource_error(settings, exc: BaseException):
 
     text = str(exc)
     memory = settings.verify_driver_memory
-    fix = (f"give it more with --driver-memory (or OSL_VERIFY_DRIVER_MEMORY), e.g. --driver-memory "
-           f"{_doubled(memory)}; this machine has {_free_memory()} available")  # fmt: skip
+    fix = (
+        f"give it more with --driver-memory (or OSL_VERIFY_DRIVER_MEMORY), e.g. --driver-memory "
+        f"{_doubled(memory)}; this machine has {_free_memory()} available"
+    )
     if "System memory" in text and "must be at least" in text:
         return VerifierResourceError(
             f"the verifier's Spark driver cannot start with {memory} of heap (Spark needs about 512m)", fix
@@ -86,7 +88,9 @@ def _resource_error(settings, exc: BaseException):
         what = tail[tail.rindex("OutOfMemoryError") :].splitlines()[0].removeprefix("OutOfMemoryError").strip(": ")
         return VerifierResourceError(
             f"the verifier's Spark driver ran out of memory ({what or 'java.lang.OutOfMemoryError'}) with "
-            f"{memory} of heap, and exited (status {status}; log {log})", fix)  # fmt: skip
+            f"{memory} of heap, and exited (status {status}; log {log})",
+            fix,
+        )
     return VerifierResourceError(f"the verifier's Spark driver exited with status {status} (log {log})", fix)
 
 

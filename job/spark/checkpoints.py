@@ -242,8 +242,7 @@ def state_metadata(spark, checkpoint: str | Path):
     return spark.read.format("state-metadata").load(str(_query_dir(checkpoint)))
 
 
-def state_rows(spark, checkpoint: str | Path, *, state_var: str | None = None, batch: int | None = None,
-               operator: int = 0):  # fmt: skip
+def state_rows(spark, checkpoint: str | Path, *, state_var: str | None = None, batch: int | None = None, operator: int = 0):
     """``format("statestore")``: the stored key/value rows of one stateful operator, as of
     ``batch`` (default: the last committed). A ``transformWithState`` operator keeps one
     store per state variable: name it with ``state_var`` (the job's is ``session``)."""

@@ -150,9 +150,10 @@ class JobConfig:
             raise ConfigError("output", self.output, "use an s3a://bucket/prefix URL (or an absolute local path for experiments)")
         if str(self.checkpoint).startswith(("s3a://", "s3://")):
             raise ConfigError(
-                "checkpoint", str(self.checkpoint),
+                "checkpoint",
+                str(self.checkpoint),
                 "keep checkpoints on a local or shared volume: object stores lack the atomic rename the checkpoint log needs",
-            )  # fmt: skip
+            )
         if not Path(self.checkpoint).is_absolute():
             raise ConfigError("checkpoint", str(self.checkpoint), "use an absolute path")
 
@@ -181,8 +182,11 @@ def job_config(settings, *, output: str | None = None, checkpoint: Path | None =
     """A JobConfig with the sandbox's defaults for output (:func:`default_output`) and checkpoint
     (``<checkpoint_root>/job``) where those are None; every other override is taken as given
     (``max_offsets_per_trigger=None`` is no cap)."""
-    return JobConfig(output=output or default_output(settings),
-                     checkpoint=Path(checkpoint) if checkpoint else settings.checkpoint_root / "job", **overrides)  # fmt: skip
+    return JobConfig(
+        output=output or default_output(settings),
+        checkpoint=Path(checkpoint) if checkpoint else settings.checkpoint_root / "job",
+        **overrides,
+    )
 
 
 def parse_offsets(text: str, *, field_name: str = "starting_offsets") -> dict[str, dict[str, int]]:

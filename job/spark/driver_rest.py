@@ -52,8 +52,10 @@ def batch_memory(spark, query_name: str, query_id: str) -> dict[int, dict[str, i
     out: dict[int, dict[str, int]] = {}
     for batch, jobs in batch_jobs(spark, query_name, query_id).items():
         mine = [stages[s] for job in jobs for s in job.get("stageIds", []) if s in stages]
-        out[batch] = {"peak_execution_bytes": max([0, *(s.get("peakExecutionMemory", 0) for s in mine)]),
-                      "spilled_bytes": sum(s.get("memoryBytesSpilled", 0) for s in mine)}  # fmt: skip
+        out[batch] = {
+            "peak_execution_bytes": max([0, *(s.get("peakExecutionMemory", 0) for s in mine)]),
+            "spilled_bytes": sum(s.get("memoryBytesSpilled", 0) for s in mine),
+        }
     return out
 
 

@@ -80,16 +80,21 @@ def query_error(query: str, exc: BaseException, *, log: object = None) -> JobErr
     match = _REMOTE_INTEGRITY.search(text)
     if match:
         return IntegrityError(
-            session=match["session"], topic=match["topic"], partition=int(match["partition"]),
-            offset=int(match["offset"]), problem="remote", detail=match["detail"],
-        )  # fmt: skip
+            session=match["session"],
+            topic=match["topic"],
+            partition=int(match["partition"]),
+            offset=int(match["offset"]),
+            problem="remote",
+            detail=match["detail"],
+        )
     if (state := _STATE_STORE.search(text)) is not None:
         return QueryFailedError(
-            query, f"failed with CANNOT_LOAD_STATE_STORE: the checkpoint's session state lacks a file ({state['file']})",
+            query,
+            f"failed with CANNOT_LOAD_STATE_STORE: the checkpoint's session state lacks a file ({state['file']})",
             "the checkpoint does not hold the state its offsets say it has (batches the file sink skipped write "
             "no state: the metadata trap; or the checkpoint was restored in part), so running again fails the same way; "
             "repair it: python -m job repair --checkpoint <the job's checkpoint> --apply (job/ops/repair.py)",
-        )  # fmt: skip
+        )
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     cause = next(
         (line for line in reversed(lines) if re.match(r"^[\w.]*(Error|Exception)\b", line)), lines[0] if lines else repr(exc)

@@ -128,10 +128,25 @@ COLUMNS: dict[str, list[str]] = {
     "rows": ["session", "site", "epoch", "seq", "op", "row_id", "data", "event_ts_ms", "topic", "partition", "offset"],
     "quarantine": ["topic", "partition", "offset", "key", "value", "reason", "detail", "session", "seq", "processed_ms"],
     "sessions": [
-        "session", "site", "epoch", "status", "last_seq", "rows", "applied", "gaps", "duplicates",
-        "quarantined", "divergences", "epoch_changes", "topic", "partition", "offset", "event_ts_ms", "processed_ms",
+        "session",
+        "site",
+        "epoch",
+        "status",
+        "last_seq",
+        "rows",
+        "applied",
+        "gaps",
+        "duplicates",
+        "quarantined",
+        "divergences",
+        "epoch_changes",
+        "topic",
+        "partition",
+        "offset",
+        "event_ts_ms",
+        "processed_ms",
     ],
-}  # fmt: skip
+}
 
 
 def union_ddl() -> str:

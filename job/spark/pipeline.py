@@ -427,9 +427,14 @@ def raw_rows(source):
     from pyspark.sql import functions as F
 
     fields = {
-        "output": F.lit(lake.RAW_OUTPUT), "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
-        "key": F.when(~F.col("key_missing"), F.col(_SESSION_KEY)), "value": F.col("value"), "event_ts_ms": F.col("kafka_ts_ms"),
-    }  # fmt: skip
+        "output": F.lit(lake.RAW_OUTPUT),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "offset": F.col("offset"),
+        "key": F.when(~F.col("key_missing"), F.col(_SESSION_KEY)),
+        "value": F.col("value"),
+        "event_ts_ms": F.col("kafka_ts_ms"),
+    }
     return source.select(*[(fields[n] if n in fields else F.lit(None)).cast(kind).alias(n) for n, kind in lake.UNION_COLUMNS])
 
 
@@ -590,8 +595,11 @@ def source_end_offsets(bootstrap: str, topic_prefix: str, *, timeout_s: float = 
     try:
         highs = end_offsets(bootstrap, topic_prefix, timeout_s=timeout_s)
     except KafkaException as exc:
-        raise KafkaOffsetsError(bootstrap, f"cannot read the end offsets of {topic_prefix}* ({exc})",
-                                "check that Kafka answers there (python -m sandbox status)") from exc  # fmt: skip
+        raise KafkaOffsetsError(
+            bootstrap,
+            f"cannot read the end offsets of {topic_prefix}* ({exc})",
+            "check that Kafka answers there (python -m sandbox status)",
+        ) from exc
     out: dict[str, dict[str, int]] = {}
     for (topic, partition), high in highs.items():
         out.setdefault(topic, {})[str(partition)] = high
@@ -641,12 +649,17 @@ def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float 
                 interrupts.check()
                 raise_if_dead(query)
                 if time.monotonic() > deadline:
-                    raise DrainTimeoutError(query.name, records_left(query, targets), total, timeout_s,
-                                            executors=executor_count(query))  # fmt: skip
+                    raise DrainTimeoutError(
+                        query.name, records_left(query, targets), total, timeout_s, executors=executor_count(query)
+                    )
                 left = records_left(query, targets)
-                ticker(lambda: f"[job] draining {query.name}: {left} of {total} records left, "
-                               f"{(first_left - left) / max(time.monotonic() - since, 1e-9):.0f} records/s, {ticker.elapsed_s:.0f}s"
-                               + ("" if executor_count(query) != 0 else " (no executors yet: the cluster's cores are taken)"))  # fmt: skip
+                ticker(
+                    lambda: (
+                        f"[job] draining {query.name}: {left} of {total} records left, "
+                        f"{(first_left - left) / max(time.monotonic() - since, 1e-9):.0f} records/s, {ticker.elapsed_s:.0f}s"
+                        + ("" if executor_count(query) != 0 else " (no executors yet: the cluster's cores are taken)")
+                    )
+                )
                 wait(query, 1.0)
             # the batch that reached the targets is committed once lastProgress reports it
     finally:
@@ -689,9 +702,10 @@ def await_all(queries: list, *, timeout_s: float) -> None:
             for q in queries:
                 q.stop()
             raise QueryFailedError(
-                query.name, f"had not finished after {timeout_s:.0f}s (trigger available-now)",
+                query.name,
+                f"had not finished after {timeout_s:.0f}s (trigger available-now)",
                 "look at its batches in the Spark UI and the driver log: an executor lost or a batch stuck",
-            )  # fmt: skip
+            )
 
 
 def raise_if_dead(query) -> None:
@@ -704,6 +718,7 @@ def raise_if_dead(query) -> None:
         raise query_error(query.name, exc) from None
     if not query.isActive:
         raise QueryFailedError(
-            query.name, "was stopped before it processed everything in Kafka",
+            query.name,
+            "was stopped before it processed everything in Kafka",
             "something called stop() on it or its SparkSession (another cell, a second drain); start it again",
-        )  # fmt: skip
+        )

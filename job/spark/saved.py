@@ -72,8 +72,11 @@ def from_json(text: str, *, where: str = FILE) -> JobConfig:
             where, text[:80], f"not JSON ({exc}); move the file away to run from the command line's settings"
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("config"), dict):
-        raise ConfigError(where, (data or {}).get("format") if isinstance(data, dict) else data,
-                          f"not a job.json of format {FORMAT}; move the file away to run from the command line's settings")  # fmt: skip
+        raise ConfigError(
+            where,
+            (data or {}).get("format") if isinstance(data, dict) else data,
+            f"not a job.json of format {FORMAT}; move the file away to run from the command line's settings",
+        )
     values = dict(data["config"])
     known = {f.name for f in dataclasses.fields(JobConfig)}
     if unknown := sorted(set(values) - known):
@@ -125,20 +128,27 @@ def check_fixed(cfg: JobConfig) -> None:
     if kept is not None:
         for name in FIXED:
             if getattr(kept, name) != getattr(cfg, name):
-                raise FixedSettingError(cfg.checkpoint, name, getattr(kept, name), getattr(cfg, name),
-                                        _restart_fix(kept, name, getattr(cfg, name)))  # fmt: skip
+                raise FixedSettingError(
+                    cfg.checkpoint, name, getattr(kept, name), getattr(cfg, name), _restart_fix(kept, name, getattr(cfg, name))
+                )
         return
     from job.spark.checkpoints import kept_state_partitions
 
     query = cfg.checkpoint / "sessions"
     partitions = kept_state_partitions(query) if (query / "offsets").is_dir() else None
     if partitions is not None and partitions != cfg.state_partitions:
-        raise FixedSettingError(cfg.checkpoint, "state_partitions", partitions, cfg.state_partitions,
-                                _restart_fix(cfg, "state_partitions", cfg.state_partitions))  # fmt: skip
+        raise FixedSettingError(
+            cfg.checkpoint,
+            "state_partitions",
+            partitions,
+            cfg.state_partitions,
+            _restart_fix(cfg, "state_partitions", cfg.state_partitions),
+        )
 
 
-def resolve(settings, checkpoint: Path | None, given: Mapping[str, Any], *, say: Callable[[str], None],
-            kept_in: Path | None = None) -> JobConfig:  # fmt: skip
+def resolve(
+    settings, checkpoint: Path | None, given: Mapping[str, Any], *, say: Callable[[str], None], kept_in: Path | None = None
+) -> JobConfig:
     """The configuration a tool runs: the one saved beside ``checkpoint`` (default: the
     sandbox's; ``kept_in`` reads it from another folder, e.g. a repair's backup), with ``given``
     (fields the user set on the command line) over it, each said once; without a saved file,
@@ -151,8 +161,10 @@ def resolve(settings, checkpoint: Path | None, given: Mapping[str, Any], *, say:
     if kept is not None:
         kept = dataclasses.replace(kept, checkpoint=base.checkpoint)
     if kept is not None and given.get("output", kept.output).rstrip("/") != kept.output.rstrip("/"):
-        say(f"[config] {path(base.checkpoint)} is the run of lake {kept.output}, not {given['output']}: "
-            f"using the command line's settings and the defaults")  # fmt: skip
+        say(
+            f"[config] {path(base.checkpoint)} is the run of lake {kept.output}, not {given['output']}: "
+            f"using the command line's settings and the defaults"
+        )
         kept = None
     elif kept is None and (base.checkpoint / "sessions" / "commits").is_dir():
         say(
@@ -165,8 +177,10 @@ def resolve(settings, checkpoint: Path | None, given: Mapping[str, Any], *, say:
         for k, v in given.items()
         if getattr(kept, k) != v and not (k == "output" and v.rstrip("/") == kept.output.rstrip("/"))
     }
-    say(f"[config] the run's settings from {path(kept_in or base.checkpoint)}"
-        + ("".join(f"; --{k.replace('_', '-')} {v} overrides the saved {getattr(kept, k)!r}" for k, v in changed.items())))  # fmt: skip
+    say(
+        f"[config] the run's settings from {path(kept_in or base.checkpoint)}"
+        + ("".join(f"; --{k.replace('_', '-')} {v} overrides the saved {getattr(kept, k)!r}" for k, v in changed.items()))
+    )
     return dataclasses.replace(kept, **changed)
 
 

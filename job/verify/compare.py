@@ -573,11 +573,12 @@ def _check_records(s: _Session, out: _Findings) -> Counter[str]:
                 out.note(
                     "unexpected",
                     f"quarantined as {q.reason}, but the record breaks the contract with {expected_reason}",
-                    key=key, record=where, allowed=False,
-                )  # fmt: skip
+                    key=key,
+                    record=where,
+                    allowed=False,
+                )
             if changes:
-                out.note("unexpected", "the record was both applied and quarantined",
-                         key=key, record=where, allowed=False)  # fmt: skip
+                out.note("unexpected", "the record was both applied and quarantined", key=key, record=where, allowed=False)
         elif changes:
             tally["applied"] += 1
             problem = _content_problem(r.sent, changes)
@@ -596,8 +597,14 @@ def _check_records(s: _Session, out: _Findings) -> Counter[str]:
 def _note_lost(s: _Session, out: _Findings, r: Any, key: tuple[int, int], where: tuple[str, int, int]) -> None:
     """Note delivered record ``r`` as lost, saying why it may be: the strict stop, a Kafka deletion, or nothing."""
     if s.stopped_by is not None:
-        out.note("lost", f"not written: the strict query stops at the first {s.stopped_by}",
-                 key=key, record=where, allowed=True, fault=s.stopped_by)  # fmt: skip
+        out.note(
+            "lost",
+            f"not written: the strict query stops at the first {s.stopped_by}",
+            key=key,
+            record=where,
+            allowed=True,
+            fault=s.stopped_by,
+        )
     elif where in s.gone:
         out.note("lost", f"Kafka deleted this {r.kind} before the job read it", key=key, record=where)
     else:
@@ -614,14 +621,18 @@ def _check_unexplained(s: _Session, out: _Findings) -> None:
             continue
         key = (int(changes[0].epoch), int(changes[0].seq))
         if key not in maybe_keys:
-            out.note("unexpected", f"{changes[0].op} changes from a record the ledger never delivered",
-                     key=key, record=where, allowed=False)  # fmt: skip
+            out.note(
+                "unexpected",
+                f"{changes[0].op} changes from a record the ledger never delivered",
+                key=key,
+                record=where,
+                allowed=False,
+            )
     for where, q in s.quarantined_at.items():
         if where in s.delivered:
             continue
         if q.value is None or bytes(q.value) not in maybe_bytes:
-            out.note("unexpected", f"quarantined ({q.reason}) a record the ledger never delivered",
-                     record=where, allowed=False)  # fmt: skip
+            out.note("unexpected", f"quarantined ({q.reason}) a record the ledger never delivered", record=where, allowed=False)
 
 
 def _check_duplicates(s: _Session, out: _Findings) -> None:
@@ -663,8 +674,12 @@ def _check_reordered(s: _Session, out: _Findings) -> None:
                 ahead = [w for w in ahead if not _window_held(s.order, key, w[0], w[2], done)]
             if ahead:
                 (e, q), (_, _, at), _ = max(ahead)
-                out.note("reordered", f"seq {key[1]} (epoch {key[0]}) applied at offset {where[2]} after "
-                         f"seq {q} (epoch {e}) at offset {at}", key=key, record=where)  # fmt: skip
+                out.note(
+                    "reordered",
+                    f"seq {key[1]} (epoch {key[0]}) applied at offset {where[2]} after seq {q} (epoch {e}) at offset {at}",
+                    key=key,
+                    record=where,
+                )
         bisect.insort(earlier, (key, where, str(change.op)))
 
 
@@ -750,17 +765,20 @@ def _check_strict_prefix(s: _Session, out: _Findings) -> None:
         kinds = {(int(r.epoch), int(r.seq)): r.kind for r in s.ledger.itertuples(index=False)}
         joined = first_written if kinds.get(first_written) == "snapshot" else None
     missing = [
-        k for k in s.order[:n]
+        k
+        for k in s.order[:n]
         if k not in written and any(w > k and w[0] == k[0] for w in written) and not (joined and k < joined)
-    ]  # fmt: skip
+    ]
     if missing:
         after = next(k for k in s.order if k > missing[0] and k in written)
         out.note(
             "unexpected",
             f"strict wrote epoch {after[0]} seq {after[1]} past the missing seq {missing[0][1]} "
             f"(it must stop at the first fault)",
-            key=after, record=s.record_of(after), allowed=False,
-        )  # fmt: skip
+            key=after,
+            record=s.record_of(after),
+            allowed=False,
+        )
     if n == 0:
         return
     written_keys = set(s.order[:n])
@@ -778,8 +796,9 @@ def _check_status(s: _Session, out: _Findings) -> None:
     status, exp = s.status, s.exp
     if status is None:
         if s.delivered and s.stopped_by is not None:
-            out.note("lost", f"no status row: the strict query stopped at the first {s.stopped_by}",
-                     allowed=True, fault=s.stopped_by)  # fmt: skip
+            out.note(
+                "lost", f"no status row: the strict query stopped at the first {s.stopped_by}", allowed=True, fault=s.stopped_by
+            )
         elif s.delivered:
             out.note("unexpected", "the output has no status row for this session", allowed=False)
         return
@@ -788,8 +807,7 @@ def _check_status(s: _Session, out: _Findings) -> None:
         detail = f"the clean end was delivered but the session is {status['status']}"
         if s.stopped_by is not None:
             detail += f" (the strict query stopped at the first {s.stopped_by})"
-            out.note("unterminated", detail, key=end_key, record=s.record_of(end_key),
-                     allowed=True, fault=s.stopped_by)  # fmt: skip
+            out.note("unterminated", detail, key=end_key, record=s.record_of(end_key), allowed=True, fault=s.stopped_by)
         else:
             out.note("unterminated", detail, key=end_key, record=s.record_of(end_key))
     if not exp.ended and status["status"] == "ended" and not _end_may_have_arrived(s.ledger):
@@ -808,8 +826,12 @@ def _check_counters(s: _Session, out: _Findings, status: Mapping[str, Any]) -> N
     for i in range(int(status["epoch_changes"])):
         if i < len(resets):
             w = resets[i]
-            out.note("epoch-change", f"producer restart into epoch {w.epoch}", key=(w.epoch, w.from_seq),
-                     record=s.record_of((w.epoch, w.from_seq)))  # fmt: skip
+            out.note(
+                "epoch-change",
+                f"producer restart into epoch {w.epoch}",
+                key=(w.epoch, w.from_seq),
+                record=s.record_of((w.epoch, w.from_seq)),
+            )
         else:
             detail = f"epoch change {i + 1} of {int(status['epoch_changes'])}: no restart explains it"
             out.note_counter("epoch-change", detail)
@@ -919,8 +941,10 @@ def load_deleted(path: Path) -> list[DeletedRange]:
     fix = "write it with job.verify.compare.save_deleted (a JSON list of {topic, partition, start, end})"
     try:
         items = json.loads(path.read_text())
-        ranges = [DeletedRange(topic=str(i["topic"]), partition=int(i["partition"]), start=int(i["start"]),
-                               end=int(i["end"])) for i in items]  # fmt: skip
+        ranges = [
+            DeletedRange(topic=str(i["topic"]), partition=int(i["partition"]), start=int(i["start"]), end=int(i["end"]))
+            for i in items
+        ]
     except FileNotFoundError:
         raise UsageError(f"--kafka-deleted {path}: no such file", fix) from None
     except (ValueError, TypeError, KeyError) as exc:

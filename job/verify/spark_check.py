@@ -101,8 +101,15 @@ def _stop_schema() -> pa.Schema:
 def _judge_group(policy: Policy, deleted: tuple[DeletedRange, ...], stop):
     def judge(ledger_table: pa.Table, lake_table: pa.Table) -> pa.Table:
         frames = {name: _output(lake_table, name) for name in OUTPUTS}
-        part = compare.judge_part(_ledger(ledger_table), frames["rows"], frames["quarantine"], frames["sessions"],
-                                   policy=policy, deleted=deleted, stop=stop)  # fmt: skip
+        part = compare.judge_part(
+            _ledger(ledger_table),
+            frames["rows"],
+            frames["quarantine"],
+            frames["sessions"],
+            policy=policy,
+            deleted=deleted,
+            stop=stop,
+        )
         return _part_table(part)
 
     return judge

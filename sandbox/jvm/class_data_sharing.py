@@ -92,9 +92,12 @@ def executor_pids(app_id: str) -> list[int]:
     """The executor JVMs of application ``app_id`` running on this machine."""
     import psutil
 
-    return [proc.pid for proc in psutil.process_iter(["cmdline"])
-            if any("CoarseGrainedExecutorBackend" in part for part in proc.info["cmdline"] or [])
-            and app_id in (proc.info["cmdline"] or [])]  # fmt: skip
+    return [
+        proc.pid
+        for proc in psutil.process_iter(["cmdline"])
+        if any("CoarseGrainedExecutorBackend" in part for part in proc.info["cmdline"] or [])
+        and app_id in (proc.info["cmdline"] or [])
+    ]
 
 
 def enabled(settings: Settings) -> bool:

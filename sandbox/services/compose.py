@@ -177,12 +177,16 @@ class ComposeBackend:
     def compose_argv(self, *args: str) -> list[str]:
         """The full ``docker compose ...`` command line for ``args``."""
         return [
-            "docker", "compose",
-            "--project-name", self.project_name,
-            "--file", str(self.compose_file),
-            "--project-directory", str(self.compose_file.parent),
+            "docker",
+            "compose",
+            "--project-name",
+            self.project_name,
+            "--file",
+            str(self.compose_file),
+            "--project-directory",
+            str(self.compose_file.parent),
             *args,
-        ]  # fmt: skip
+        ]
 
     def _env(self) -> dict[str, str]:
         return dict(os.environ, **compose_environment(self.settings))
@@ -193,9 +197,13 @@ class ComposeBackend:
         argv = self.compose_argv(*args)
         try:
             proc = subprocess.run(
-                argv, capture_output=True, text=True, env=self._env(),
-                timeout=timeout_s, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                argv,
+                capture_output=True,
+                text=True,
+                env=self._env(),
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as exc:
             out = _text(exc.stdout) + _text(exc.stderr)
             raise ComposeCommandError(argv, -1, out + f"\n(timed out after {timeout_s:.0f}s)") from None
@@ -210,9 +218,13 @@ class ComposeBackend:
         argv = self.compose_argv(*args)
         started = time.monotonic()
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=self._env(), stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+        )
         done = threading.Event()
 
         def beat() -> None:
@@ -247,7 +259,7 @@ class ComposeBackend:
         try:
             version = subprocess.run(
                 ["docker", "compose", "version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
-            )  # fmt: skip
+            )
         except subprocess.TimeoutExpired:
             raise ComposePluginMissingError("`docker compose version` did not answer within 30s") from None
         if version.returncode != 0:
@@ -255,8 +267,11 @@ class ComposeBackend:
         try:
             info = subprocess.run(
                 ["docker", "info", "--format", "{{.ServerVersion}}"],
-                capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=15,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             raise DockerEngineDownError("`docker info` did not answer within 15s") from None
         if info.returncode != 0 or not info.stdout.strip():
@@ -275,11 +290,16 @@ class ComposeBackend:
     def _service_of_port(self, port: int) -> str:
         env = compose_environment(self.settings)
         owners = {
-            "OSL_KAFKA_PORT": "kafka", "OSL_MINIO_PORT": "minio", "OSL_MINIO_CONSOLE_PORT": "minio",
-            "OSL_SPARK_MASTER_PORT": "spark-master", "OSL_SPARK_MASTER_UI_PORT": "spark-master",
-            "OSL_SPARK_WORKER_1_UI_PORT": "spark-worker-1", "OSL_SPARK_WORKER_2_UI_PORT": "spark-worker-2",
-            "OSL_JUPYTER_PORT": "jupyter", "OSL_SPARK_DRIVER_UI_PORT": "jupyter",
-        }  # fmt: skip
+            "OSL_KAFKA_PORT": "kafka",
+            "OSL_MINIO_PORT": "minio",
+            "OSL_MINIO_CONSOLE_PORT": "minio",
+            "OSL_SPARK_MASTER_PORT": "spark-master",
+            "OSL_SPARK_MASTER_UI_PORT": "spark-master",
+            "OSL_SPARK_WORKER_1_UI_PORT": "spark-worker-1",
+            "OSL_SPARK_WORKER_2_UI_PORT": "spark-worker-2",
+            "OSL_JUPYTER_PORT": "jupyter",
+            "OSL_SPARK_DRIVER_UI_PORT": "jupyter",
+        }
         for var, service in owners.items():
             if env[var] == str(port):
                 return service
@@ -296,9 +316,13 @@ class ComposeBackend:
         self._preflight()
         cmd = self.compose_argv("exec", "-T", service, *argv)
         return subprocess.run(
-            cmd, env=self._env(), stdin=subprocess.DEVNULL, timeout=timeout_s, text=True,
+            cmd,
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+            timeout=timeout_s,
+            text=True,
             capture_output=capture,
-        )  # fmt: skip
+        )
 
     # ------------------------------------------------------------------------- protocol
     def services(self) -> list[str]:
@@ -372,15 +396,16 @@ class ComposeBackend:
         self._compose("down", "--remove-orphans", timeout_s=300)
         names = subprocess.run(
             ["docker", "volume", "ls", "--quiet", "--filter", f"label=com.docker.compose.project={self.project_name}"],
-            capture_output=True, text=True, timeout=_QUICK_TIMEOUT_S,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=_QUICK_TIMEOUT_S,
+        )
         if names.returncode != 0:
             raise SandboxError(f"reset: `docker volume ls` failed: {_first_line(names.stderr)}; is dockerd running?")
         doomed = [n for n in names.stdout.split() if n != f"{self.project_name}_{LEARNER_VOLUME}"]
         if not doomed:
             return
-        removed = subprocess.run(["docker", "volume", "rm", *doomed], capture_output=True, text=True,
-                                 timeout=_QUICK_TIMEOUT_S)  # fmt: skip
+        removed = subprocess.run(["docker", "volume", "rm", *doomed], capture_output=True, text=True, timeout=_QUICK_TIMEOUT_S)
         if removed.returncode != 0:
             raise SandboxError(
                 f"reset: could not remove the volumes {', '.join(doomed)}: {_first_line(removed.stderr)}; "
@@ -399,8 +424,9 @@ class ComposeBackend:
         if (record or {}).get("State") == "running" and (record or {}).get("Health") == "starting":
             result = self._probe(service)()
             if result:
-                return replace(status, state=ServiceState.RUNNING,
-                               detail=f"{result.detail} (Docker's first healthcheck is still to come)")  # fmt: skip
+                return replace(
+                    status, state=ServiceState.RUNNING, detail=f"{result.detail} (Docker's first healthcheck is still to come)"
+                )
         return status
 
     def logs(self, service: str, lines: int = 50) -> str:
@@ -464,8 +490,14 @@ class ComposeBackend:
         endpoint, ui = self._addresses(service)
         log = self._logs_hint(service)
         if record is None:
-            return ServiceStatus(name=service, state=ServiceState.STOPPED, endpoint=endpoint, ui=ui, log=log,
-                                 detail="no container (run `python -m sandbox up`)")  # fmt: skip
+            return ServiceStatus(
+                name=service,
+                state=ServiceState.STOPPED,
+                endpoint=endpoint,
+                ui=ui,
+                log=log,
+                detail="no container (run `python -m sandbox up`)",
+            )
         state_text, health_text = record.get("State", ""), record.get("Health", "")
         state = container_state(state_text)
         if state is None and state_text == "running":
@@ -501,11 +533,19 @@ class ComposeBackend:
         processes are frozen), so right after ``unpause`` Docker still reports it unhealthy
         until the next check: ``status`` would show that stale verdict."""
         try:
-            health.wait_for(lambda: self._state_of(service) is ServiceState.RUNNING, timeout_s=self.settings.start_timeout_s,
-                            what=f"{service}'s Docker healthcheck after unpause", progress=self._progress)  # fmt: skip
+            health.wait_for(
+                lambda: self._state_of(service) is ServiceState.RUNNING,
+                timeout_s=self.settings.start_timeout_s,
+                what=f"{service}'s Docker healthcheck after unpause",
+                progress=self._progress,
+            )
         except TimeoutError as exc:
-            raise ServiceStartError(service, f"was unpaused but does not pass its healthcheck: {exc}",
-                                    self._logs_hint(service), self._safe_logs(service)) from None  # fmt: skip
+            raise ServiceStartError(
+                service,
+                f"was unpaused but does not pass its healthcheck: {exc}",
+                self._logs_hint(service),
+                self._safe_logs(service),
+            ) from None
 
     def _wait_healthy(self, service: str, *, abort: Callable[[], SandboxError | None] | None = None) -> None:
         """The shared real-work check for ``service``, from this machine, until it passes; with
@@ -524,15 +564,18 @@ class ComposeBackend:
             return None
 
         try:
-            result = health.wait_for(probe, timeout_s=self.settings.start_timeout_s, what=service, abort=stop_early,
-                                     progress=self._progress)  # fmt: skip
+            result = health.wait_for(
+                probe, timeout_s=self.settings.start_timeout_s, what=service, abort=stop_early, progress=self._progress
+            )
         except health._Aborted:
             raise failed[0] from None
         except TimeoutError as exc:
             raise ServiceStartError(
-                service, f"is up in Docker but fails its check from this machine: {exc}",
-                self._logs_hint(service), self._safe_logs(service),
-            ) from None  # fmt: skip
+                service,
+                f"is up in Docker but fails its check from this machine: {exc}",
+                self._logs_hint(service),
+                self._safe_logs(service),
+            ) from None
         self._progress(f"[compose] {service} healthy: {result.detail}")
 
     def _failed_container(self, *, only: str | None = None) -> SandboxError | None:
@@ -561,9 +604,10 @@ class ComposeBackend:
             bad_exit = record.get("State") == "exited" and (name != "minio-init" or record.get("ExitCode") != 0)
             if record.get("Health") == "unhealthy" or bad_exit or record.get("State") in ("dead", "restarting"):
                 reason = (
-                    f"exited with code {record.get('ExitCode')}" if bad_exit
+                    f"exited with code {record.get('ExitCode')}"
+                    if bad_exit
                     else f"did not become healthy ({record.get('Status', '')})"
-                )  # fmt: skip
+                )
                 return ServiceStartError(name, reason, self._logs_hint(name), self._safe_logs(name))
         return None
 
@@ -632,8 +676,9 @@ def compose_unavailable() -> str | None:
     if not docker_engine_answers():
         return "no Docker engine answers"
     try:
-        proc = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True, timeout=30,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         return "`docker compose version` did not answer"
     if proc.returncode != 0:

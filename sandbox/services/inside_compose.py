@@ -66,8 +66,11 @@ class AttachedSandbox:
     def up(self) -> None:
         """Wait (up to the start timeout) until every service passes its check; start nothing."""
         for name in self.services():
-            self._wait_healthy(name, "does not answer from inside the compose network ({exc}); start or repair "
-                                     "the stack on your machine: `python -m sandbox up`")  # fmt: skip
+            self._wait_healthy(
+                name,
+                "does not answer from inside the compose network ({exc}); start or repair "
+                "the stack on your machine: `python -m sandbox up`",
+            )
 
     def status(self) -> list[ServiceStatus]:
         out = []
@@ -86,14 +89,18 @@ class AttachedSandbox:
                     ui=ui,
                     log=f"docker compose logs {name} (on your machine)",
                     detail=result.detail,
-                )  # fmt: skip
+                )
             )
         return out
 
     def logs(self, service: str, lines: int = 50) -> str:
         self._known(service)
-        reply = self._ask("GET", f"/services/{service}/logs?lines={int(lines)}", f"reading {service}'s log",
-                          f"python -m sandbox logs {service} -n {lines}")  # fmt: skip
+        reply = self._ask(
+            "GET",
+            f"/services/{service}/logs?lines={int(lines)}",
+            f"reading {service}'s log",
+            f"python -m sandbox logs {service} -n {lines}",
+        )
         return reply["log"]
 
     def down(self) -> None:

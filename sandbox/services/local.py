@@ -123,10 +123,15 @@ class LocalBackend:
                 detail = result.detail
             out.append(
                 ServiceStatus(
-                    name=name, state=state, endpoint=spec.endpoint, ui=spec.ui,
-                    log=str(self._layout.log_path(name)), pid=pid, detail=detail,
+                    name=name,
+                    state=state,
+                    endpoint=spec.endpoint,
+                    ui=spec.ui,
+                    log=str(self._layout.log_path(name)),
+                    pid=pid,
+                    detail=detail,
                 )
-            )  # fmt: skip
+            )
         return out
 
     def logs(self, service: str, lines: int = 50) -> str:
@@ -185,9 +190,14 @@ class LocalBackend:
         log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} sandbox starts {name}\n".encode())
         log.flush()
         proc = subprocess.Popen(
-            spec.argv, cwd=spec.cwd, env=spec.env, stdin=subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            spec.argv,
+            cwd=spec.cwd,
+            env=spec.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         _children[proc.pid] = proc
         self._layout.run_dir.mkdir(parents=True, exist_ok=True)

@@ -119,28 +119,46 @@ def service_spec(settings: Settings, layout: Layout, name: str, arts: dict[str, 
         classpath = os.pathsep.join(str(j) for j in jars)  # type: ignore[union-attr]
         return ServiceSpec(
             name=name,
-            argv=[str(arts.get("java", "java")), f"-Xmx{s.kafka_heap}", f"-Xms{s.kafka_heap}",
-                  "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                  f"-Dlog4j2.configurationFile={layout.config_dir / 'kafka-log4j2.properties'}",
-                  "-cp", classpath, "kafka.Kafka", str(layout.config_dir / "kafka.properties")],
-            env=base_env, cwd=layout.data_dir("kafka"),
+            argv=[
+                str(arts.get("java", "java")),
+                f"-Xmx{s.kafka_heap}",
+                f"-Xms{s.kafka_heap}",
+                "-XX:+UseG1GC",
+                "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={layout.config_dir / 'kafka-log4j2.properties'}",
+                "-cp",
+                classpath,
+                "kafka.Kafka",
+                str(layout.config_dir / "kafka.properties"),
+            ],
+            env=base_env,
+            cwd=layout.data_dir("kafka"),
             ports=(p.kafka, p.kafka_controller),
-            endpoint=e.kafka_bootstrap, ui=None,
+            endpoint=e.kafka_bootstrap,
+            ui=None,
             probe=lambda: health.check_kafka(s, timeout_s=3.0),
-        )  # fmt: skip
+        )
     if name == "minio":
         env = dict(base_env, MINIO_ROOT_USER=s.s3_access_key, MINIO_ROOT_PASSWORD=s.s3_secret_key)
         env["MINIO_UPDATE"] = "off"
         return ServiceSpec(
             name=name,
-            argv=[str(arts.get("minio", "minio")), "server",
-                  "--address", f"{s.host}:{p.minio}", "--console-address", f"{s.host}:{p.minio_console}",
-                  str(layout.data_dir("minio"))],
-            env=env, cwd=layout.data_dir("minio"),
+            argv=[
+                str(arts.get("minio", "minio")),
+                "server",
+                "--address",
+                f"{s.host}:{p.minio}",
+                "--console-address",
+                f"{s.host}:{p.minio_console}",
+                str(layout.data_dir("minio")),
+            ],
+            env=env,
+            cwd=layout.data_dir("minio"),
             ports=(p.minio, p.minio_console),
-            endpoint=e.s3_endpoint, ui=e.s3_console,
+            endpoint=e.s3_endpoint,
+            ui=e.s3_console,
             probe=lambda: health.check_minio(s, timeout_s=3.0),
-        )  # fmt: skip
+        )
     spark_class = str(artifacts.spark_home() / "bin" / "spark-class")
     spark_env = dict(
         base_env,
@@ -157,27 +175,51 @@ def service_spec(settings: Settings, layout: Layout, name: str, arts: dict[str, 
         spark_env["SPARK_MASTER_OPTS"] = spark_master_opts(str(layout.recovery_dir))
         return ServiceSpec(
             name=name,
-            argv=[spark_class, "org.apache.spark.deploy.master.Master", "--host", s.host,
-                  "--port", str(p.spark_master), "--webui-port", str(p.spark_master_ui)],
-            env=spark_env, cwd=layout.data_dir("spark-master"),
+            argv=[
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                s.host,
+                "--port",
+                str(p.spark_master),
+                "--webui-port",
+                str(p.spark_master_ui),
+            ],
+            env=spark_env,
+            cwd=layout.data_dir("spark-master"),
             ports=(p.spark_master, p.spark_master_ui),
-            endpoint=e.spark_master, ui=e.spark_master_ui,
+            endpoint=e.spark_master,
+            ui=e.spark_master_ui,
             probe=lambda: _spark_master_alive(s),
-        )  # fmt: skip
+        )
     n = int(name.rsplit("-", 1)[1])
     work = layout.data_dir(name)
     spark_env["SPARK_LOCAL_DIRS"] = str(work / "tmp")
     spark_env["SPARK_WORKER_OPTS"] = SPARK_WORKER_OPTS
     return ServiceSpec(
         name=name,
-        argv=[spark_class, "org.apache.spark.deploy.worker.Worker", "--host", s.host,
-              "--cores", str(s.spark_worker_cores), "--memory", s.spark_worker_memory,
-              "--webui-port", str(p.worker_ui(n)), "--work-dir", str(work / "work"), e.spark_master],
-        env=spark_env, cwd=work,
+        argv=[
+            spark_class,
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            s.host,
+            "--cores",
+            str(s.spark_worker_cores),
+            "--memory",
+            s.spark_worker_memory,
+            "--webui-port",
+            str(p.worker_ui(n)),
+            "--work-dir",
+            str(work / "work"),
+            e.spark_master,
+        ],
+        env=spark_env,
+        cwd=work,
         ports=(p.worker_ui(n),),
-        endpoint=f"{s.host} (registers with {e.spark_master})", ui=e.spark_worker_uis[n - 1],
+        endpoint=f"{s.host} (registers with {e.spark_master})",
+        ui=e.spark_worker_uis[n - 1],
         probe=lambda: health.check_spark_worker(s, n, timeout_s=3.0),
-    )  # fmt: skip
+    )
 
 
 def prepare(settings: Settings, layout: Layout, name: str, arts: dict[str, object], *, progress: Progress) -> None:
@@ -255,10 +297,20 @@ def _prepare_kafka(settings: Settings, layout: Layout, arts: dict[str, object], 
     classpath = spec.argv[spec.argv.index("-cp") + 1]
     progress(f"[sandbox] formatting Kafka storage in {logs} (cluster id {cluster_id})")
     proc = subprocess.run(
-        [spec.argv[0], f"-Dlog4j2.configurationFile={layout.config_dir / 'kafka-log4j2.properties'}",
-         "-cp", classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            spec.argv[0],
+            f"-Dlog4j2.configurationFile={layout.config_dir / 'kafka-log4j2.properties'}",
+            "-cp",
+            classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            f"--cluster-id={cluster_id}",
+            "-c",
+            str(props),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise ServiceStartError("kafka", "storage format failed", str(props), (proc.stdout + proc.stderr)[-3000:])
 

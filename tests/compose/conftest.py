@@ -85,7 +85,11 @@ def sandbox_cli(compose_settings):
         env = dict(os.environ, OSL_STATE_DIR=str(compose_settings.state_dir), PYTHONPATH=str(ROOT))
         return subprocess.run(
             [sys.executable, "-m", "sandbox", "--backend", "compose", *args],
-            capture_output=True, text=True, env=env, timeout=timeout_s, cwd=ROOT,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+            cwd=ROOT,
+        )
 
     return run

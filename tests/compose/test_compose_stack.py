@@ -29,8 +29,9 @@ NAMED_VOLUMES = {"kafka-data", "minio-data", "checkpoints", "sandbox-state"}
 
 
 def _ps(stack) -> dict[str, dict]:
-    out = subprocess.run(stack.compose_argv("ps", "--all", "--format", "json"), capture_output=True, text=True,
-                         env=stack._env(), check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        stack.compose_argv("ps", "--all", "--format", "json"), capture_output=True, text=True, env=stack._env(), check=True
+    ).stdout
     return {r["Service"]: r for r in _parse_ps(out)}
 
 
@@ -42,8 +43,10 @@ def _states(sandbox_cli) -> dict[str, str]:
 def _volumes(stack) -> set[str]:
     out = subprocess.run(
         ["docker", "volume", "ls", "--quiet", "--filter", f"label=com.docker.compose.project={stack.project_name}"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return {name.removeprefix(f"{stack.project_name}_") for name in out.split()}
 
 
@@ -89,8 +92,10 @@ def test_testcontainers_reads_the_same_stack_as_an_independent_client(stack, mon
     containers = {c.Service: c for c in compose.get_containers()}
     assert {name: containers[name].Health for name in COMPOSE_SERVICES} == {name: "healthy" for name in COMPOSE_SERVICES}
     ports = stack.settings.ports
-    published = {(service, inner): compose.get_service_host_and_port(service, inner)
-                 for service, inner in (("kafka", 9092), ("minio", 9000), ("spark-master", 7077), ("jupyter", 8888))}  # fmt: skip
+    published = {
+        (service, inner): compose.get_service_host_and_port(service, inner)
+        for service, inner in (("kafka", 9092), ("minio", 9000), ("spark-master", 7077), ("jupyter", 8888))
+    }
     assert published == {
         ("kafka", 9092): ("127.0.0.1", ports.kafka),
         ("minio", 9000): ("127.0.0.1", ports.minio),
@@ -136,11 +141,13 @@ def test_demo_pipeline_inside_the_stack_gives_a_clean_verdict(stack):
 def nbval_in_jupyter(stack):
     """Copy the sanitizer and the kernel's profile into the jupyter container once."""
     root = stack.compose_file.parent
-    for src, dest in (("tests/nbval_sanitize.cfg", "/tmp/nbval_sanitize.cfg"),
-                      ("tests/ipython/profile_default/ipython_kernel_config.py",
-                       "/tmp/ipython/profile_default/ipython_kernel_config.py")):  # fmt: skip
-        subprocess.run(stack.compose_argv("exec", "-T", "jupyter", "mkdir", "-p", dest.rsplit("/", 1)[0]),
-                       env=stack._env(), check=True)  # fmt: skip
+    for src, dest in (
+        ("tests/nbval_sanitize.cfg", "/tmp/nbval_sanitize.cfg"),
+        ("tests/ipython/profile_default/ipython_kernel_config.py", "/tmp/ipython/profile_default/ipython_kernel_config.py"),
+    ):
+        subprocess.run(
+            stack.compose_argv("exec", "-T", "jupyter", "mkdir", "-p", dest.rsplit("/", 1)[0]), env=stack._env(), check=True
+        )
         subprocess.run(stack.compose_argv("cp", str(root / src), f"jupyter:{dest}"), env=stack._env(), check=True)
     return stack
 
@@ -153,11 +160,23 @@ def nbval_in_jupyter(stack):
 def test_a_workbook_chapter_passes_nbval_inside_jupyter(nbval_in_jupyter, chapter):
     proc = nbval_in_jupyter.run_in(
         "jupyter",
-        ["env", "IPYTHONDIR=/tmp/ipython", "python", "-m", "pytest", "-p", "no:cacheprovider", "--nbval",
-         "--nbval-current-env", "--nbval-cell-timeout=600", "--nbval-sanitize-with=/tmp/nbval_sanitize.cfg",
-         f"/workspace/recorded/{chapter}.ipynb"],
-        capture=True, timeout_s=900,
-    )  # fmt: skip
+        [
+            "env",
+            "IPYTHONDIR=/tmp/ipython",
+            "python",
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--nbval",
+            "--nbval-current-env",
+            "--nbval-cell-timeout=600",
+            "--nbval-sanitize-with=/tmp/nbval_sanitize.cfg",
+            f"/workspace/recorded/{chapter}.ipynb",
+        ],
+        capture=True,
+        timeout_s=900,
+    )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
 
@@ -243,9 +262,25 @@ def test_the_fault_service_acts_only_on_this_project_and_a_worker_killed_through
     image = _ps(stack)["jupyter"]["Image"]
     # a look-alike of another project: the same service label, another project label
     bystander = f"osl-bystander-{uuid.uuid4().hex[:6]}"
-    subprocess.run(["docker", "run", "-d", "--name", bystander, "--label", "com.docker.compose.project=osl-bystander",
-                    "--label", "com.docker.compose.service=spark-worker-1", "--entrypoint", "sleep", image, "900"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            bystander,
+            "--label",
+            "com.docker.compose.project=osl-bystander",
+            "--label",
+            "com.docker.compose.service=spark-worker-1",
+            "--entrypoint",
+            "sleep",
+            image,
+            "900",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         asked = stack.run_in("jupyter", ["python", "-c", _REFUSALS, "jupyter", "faults", bystander], capture=True, timeout_s=120)
         answers = [json.loads(line) for line in asked.stdout.splitlines()]
@@ -258,10 +293,22 @@ def test_the_fault_service_acts_only_on_this_project_and_a_worker_killed_through
         assert stack.run_in("jupyter", ["mkdir", "-p", work], capture=True).returncode == 0
         drill = stack.run_in(
             "jupyter",
-            ["python", "-m", "job.drills.environment", "--faults", "worker-kill", "--work", work,
-             "--topic-prefix", prefix, "--output", f"s3a://{stack.settings.bucket}/lane/{prefix}"],
-            capture=True, timeout_s=600,
-        )  # fmt: skip
+            [
+                "python",
+                "-m",
+                "job.drills.environment",
+                "--faults",
+                "worker-kill",
+                "--work",
+                work,
+                "--topic-prefix",
+                prefix,
+                "--output",
+                f"s3a://{stack.settings.bucket}/lane/{prefix}",
+            ],
+            capture=True,
+            timeout_s=600,
+        )
         assert drill.returncode == 0, drill.stdout[-4000:] + drill.stderr[-2000:]
         run = FaultRun.from_json(stack.run_in("jupyter", ["cat", f"{work}/result.json"], capture=True).stdout)
         (outcome,) = run.outcomes

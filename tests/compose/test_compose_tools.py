@@ -25,8 +25,7 @@ ENSURE_PLUGIN = ROOT / "scripts" / "ensure-compose-plugin.sh"
 
 
 def make_settings(tmp_path: Path, *, offset: int = 0) -> Settings:
-    return Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", backend="compose",
-                    ports=Ports().shifted(offset))  # fmt: skip
+    return Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", backend="compose", ports=Ports().shifted(offset))
 
 
 # --------------------------------------------------------------------- docker compose config
@@ -49,10 +48,12 @@ def _compose_config(cli: list[str], env_overrides: dict[str, str], tmp_path: Pat
     empty_env_file = tmp_path / "empty.env"
     empty_env_file.write_text("")
     return subprocess.run(
-        [*cli, "--file", str(COMPOSE_FILE), "--project-directory", str(ROOT),
-         "--env-file", str(empty_env_file), "config", *args],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+        [*cli, "--file", str(COMPOSE_FILE), "--project-directory", str(ROOT), "--env-file", str(empty_env_file), "config", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def _check_resolved_model(cli: list[str], tmp_path: Path) -> None:

@@ -31,15 +31,27 @@ def archived(sandbox, spark, tmp_path_factory):
     bootstrap = settings.endpoints().kafka_bootstrap
     run_id = new_run_id()
     cfg_run, summary = kafka_runs.produce(
-        bootstrap, tmp / f"ledger-{run_id}", faults=FAULTS, sites=2, sessions=2, rate=400.0, duration=4.0,
-        snapshot_every=25, seed=5, run_id=run_id,
-    )  # fmt: skip
+        bootstrap,
+        tmp / f"ledger-{run_id}",
+        faults=FAULTS,
+        sites=2,
+        sessions=2,
+        rate=400.0,
+        duration=4.0,
+        snapshot_every=25,
+        seed=5,
+        run_id=run_id,
+    )
     assert summary.error is None, summary.error
     assert sum(summary.faults.values()) > 0
     cfg = job_config(
-        settings, output=f"s3a://{settings.bucket}/itest/backfill-{uuid.uuid4().hex[:8]}", checkpoint=tmp / "ckpt",
-        topic_prefix=cfg_run.topic_prefix, policy="resync", trigger="available-now",
-    )  # fmt: skip
+        settings,
+        output=f"s3a://{settings.bucket}/itest/backfill-{uuid.uuid4().hex[:8]}",
+        checkpoint=tmp / "ckpt",
+        topic_prefix=cfg_run.topic_prefix,
+        policy="resync",
+        trigger="available-now",
+    )
     pipeline.await_all(pipeline.start(spark, cfg, bootstrap=bootstrap), timeout_s=300)
     deleted = bf.delete_topics(bootstrap, cfg.topic_prefix)
     assert sorted(deleted) == sorted(summary.topics)
@@ -56,8 +68,23 @@ def test_whole_archive_backfill_after_kafka_lost_its_copy_verifies_clean_and_swi
     settings = sandbox.settings
     assert pipeline.source_end_offsets(settings.endpoints().kafka_bootstrap, cfg.topic_prefix) == {}, "Kafka's copy must be gone"
     assert verify_archive(spark, ledger=ledger, lake=cfg.output).ok
-    argv = [sys.executable, "-m", "job", "backfill", "--lake", cfg.output, "--from", "earliest", "--to", "latest",
-            "--version", "whole", "--ledger", ledger, "--switch"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "job",
+        "backfill",
+        "--lake",
+        cfg.output,
+        "--from",
+        "earliest",
+        "--to",
+        "latest",
+        "--version",
+        "whole",
+        "--ledger",
+        ledger,
+        "--switch",
+    ]
     done = subprocess.run(argv, env=dict(os.environ), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "verify (policy resync): OK" in done.stdout and "archive check: OK" in done.stdout, done.stdout
@@ -94,12 +121,14 @@ def test_overlapping_ranges_merge_without_duplicates_and_verify_clean(sandbox, s
 def test_reprocessing_after_a_buggy_release_switches_readers_only_once_verified(sandbox, spark, archived):
     cfg, ledger = archived
     settings = sandbox.settings
-    buggy = bf.backfill(spark, lake_root=cfg.output, start="earliest", end="latest", version="release-v0",
-                        job_version="v0-skips-deletes")  # fmt: skip
+    buggy = bf.backfill(
+        spark, lake_root=cfg.output, start="earliest", end="latest", version="release-v0", job_version="v0-skips-deletes"
+    )
     bf.switch(spark, cfg.output, buggy.root, reason="the buggy release went live")
     assert not verify_lake(spark, ledger=ledger, lake=bf.current_path(spark, cfg.output), policy="resync").ok
-    refused = bf.reprocess(spark, settings, lake_root=cfg.output, ledger=ledger, version="still-buggy",
-                           job_version="v0-skips-deletes")  # fmt: skip
+    refused = bf.reprocess(
+        spark, settings, lake_root=cfg.output, ledger=ledger, version="still-buggy", job_version="v0-skips-deletes"
+    )
     assert not refused.switched and refused.current == buggy.root
     fixed = bf.reprocess(spark, settings, lake_root=cfg.output, ledger=ledger, version="release-v1")
     assert fixed.switched and fixed.report.ok, fixed.report.summary()

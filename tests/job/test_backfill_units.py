@@ -53,10 +53,16 @@ def test_earliest_and_latest_resolve_to_the_archive_bounds_with_latest_included(
 def _archive(warm_from: int | None, offsets: range) -> pd.DataFrame:
     return pd.DataFrame(
         {
-            "session_key": SID, "key_missing": False, "value": [encode(BASE[o]) for o in offsets], "topic": TOPIC,
-            "partition": 0, "offset": list(offsets), "kafka_ts_ms": list(offsets), "warm_from": warm_from,
+            "session_key": SID,
+            "key_missing": False,
+            "value": [encode(BASE[o]) for o in offsets],
+            "topic": TOPIC,
+            "partition": 0,
+            "offset": list(offsets),
+            "kafka_ts_ms": list(offsets),
+            "warm_from": warm_from,
         }
-    )  # fmt: skip
+    )
 
 
 def _replay(warm_from: int | None, offsets: range) -> pd.DataFrame:

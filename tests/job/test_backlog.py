@@ -32,10 +32,14 @@ def _at(epoch: float) -> str:
 
 
 def _progress(batch_id, start, duration_ms, rows, ends, state_rows=0):
-    return {"batchId": batch_id, "timestamp": _at(start), "numInputRows": rows,
-            "durationMs": {"triggerExecution": duration_ms},
-            "stateOperators": [{"numRowsTotal": state_rows, "memoryUsedBytes": 100 * state_rows}],
-            "sources": [{"endOffset": '{"t-a": {"0": %d, "1": %d}}' % ends}]}  # fmt: skip
+    return {
+        "batchId": batch_id,
+        "timestamp": _at(start),
+        "numInputRows": rows,
+        "durationMs": {"triggerExecution": duration_ms},
+        "stateOperators": [{"numRowsTotal": state_rows, "memoryUsedBytes": 100 * state_rows}],
+        "sources": [{"endOffset": '{"t-a": {"0": %d, "1": %d}}' % ends}],
+    }
 
 
 def test_batches_come_in_batch_order_with_the_lag_left_behind_each_commit():
@@ -44,8 +48,7 @@ def test_batches_come_in_batch_order_with_the_lag_left_behind_each_commit():
     samples = [(1001.0, 100), (1011.0, 130), (1013.0, 150)]
     got = batches(progress, samples)
     assert [b.batch_id for b in got] == [0, 1]
-    assert got[0] == Batch(batch_id=0, start=1000.0, end=1004.0, input_rows=60, state_rows=0, state_bytes=0,
-                           committed=60, lag=40)  # fmt: skip
+    assert got[0] == Batch(batch_id=0, start=1000.0, end=1004.0, input_rows=60, state_rows=0, state_bytes=0, committed=60, lag=40)
     assert got[1].end == 1012.0 and got[1].committed == 100 and got[1].lag == 30
     assert got[1].state_rows == 3 and got[1].state_bytes == 300 and got[1].duration_s == 2.0
 
@@ -61,8 +64,7 @@ def _batch(batch_id, start, end, rows, lag):
 
 
 def _run(batches_, cap=1000, backlog=5000, input_rate=100.0):
-    return CatchUp(label="t", cap=cap, started=0.0, backlog=backlog, input_rate=input_rate, batches=batches_,
-                   high_watermarks=[])  # fmt: skip
+    return CatchUp(label="t", cap=cap, started=0.0, backlog=backlog, input_rate=input_rate, batches=batches_, high_watermarks=[])
 
 
 def test_a_capped_run_has_caught_up_at_its_first_batch_below_the_cap():
@@ -80,49 +82,80 @@ def test_an_uncapped_run_has_caught_up_when_no_lag_is_left_and_a_batch_without_i
 
 def test_the_summary_sets_a_run_s_first_commit_largest_batch_and_peak_memory_side_by_side():
     run = _run([_batch(0, 0, 1, 0, 5000), _batch(1, 1, 4, 1000, 4100), _batch(2, 4, 6, 1000, 3200)])
-    run.memory = {1: {"peak_execution_bytes": 3 * 2**20, "spilled_bytes": 2**20},
-                  2: {"peak_execution_bytes": 5 * 2**20, "spilled_bytes": 0}}  # fmt: skip
+    run.memory = {
+        1: {"peak_execution_bytes": 3 * 2**20, "spilled_bytes": 2**20},
+        2: {"peak_execution_bytes": 5 * 2**20, "spilled_bytes": 0},
+    }
     assert run.first_commit_s == 4.0  # batch 0 read nothing: the first records waited for batch 1
     assert run.peak_memory_bytes == 5 * 2**20
-    assert run.summary() == {"run": "t", "backlog": 5000, "batches with input": 2, "largest batch (rows)": 1000,
-                             "first commit (s)": 4.0, "caught up (s)": None, "peak execution memory (MB)": 5.0,
-                             "spilled (MB)": 1.0}  # fmt: skip
+    assert run.summary() == {
+        "run": "t",
+        "backlog": 5000,
+        "batches with input": 2,
+        "largest batch (rows)": 1000,
+        "first commit (s)": 4.0,
+        "caught up (s)": None,
+        "peak execution memory (MB)": 5.0,
+        "spilled (MB)": 1.0,
+    }
     assert _run([_batch(0, 0, 1, 0, 0)]).first_commit_s is None and _run([]).peak_memory_bytes == 0
 
 
 def test_the_forecast_uses_the_first_full_batches_after_the_querys_first():
     # the first batch is slow (it opens the state stores) and must not count
-    full = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 32, 1000, 8000), _batch(2, 32, 34, 1000, 7000),
-            _batch(3, 34, 36, 1000, 6000), _batch(4, 36, 37, 200, 0)]  # fmt: skip
+    full = [
+        _batch(0, 0, 30, 1000, 9000),
+        _batch(1, 30, 32, 1000, 8000),
+        _batch(2, 32, 34, 1000, 7000),
+        _batch(3, 34, 36, 1000, 6000),
+        _batch(4, 36, 37, 200, 0),
+    ]
     # batches 1-3, start to start: the 2000 rows of batches 1 and 2 from 30 to 34 -> 500 records/s; 5000 / (500 - 100)
     assert forecast(_run(full)) == pytest.approx(12.5)
 
 
 def test_the_rate_is_taken_start_to_start_so_a_trigger_bound_job_is_not_credited_with_its_idle_time():
     # each batch takes 0.5 s of its 2 s trigger: the backlog goes down 1000 rows per 2 s, not per 0.5 s
-    ticks = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 30.5, 1000, 8000), _batch(2, 32, 32.5, 1000, 7000),
-             _batch(3, 34, 34.5, 1000, 6000), _batch(4, 36, 36.2, 200, 0)]  # fmt: skip
+    ticks = [
+        _batch(0, 0, 30, 1000, 9000),
+        _batch(1, 30, 30.5, 1000, 8000),
+        _batch(2, 32, 32.5, 1000, 7000),
+        _batch(3, 34, 34.5, 1000, 6000),
+        _batch(4, 36, 36.2, 200, 0),
+    ]
     assert throughput(_run(ticks)) == pytest.approx(500.0)
     assert forecast(_run(ticks)) == pytest.approx(12.5)  # 5000 / (500 - 100)
 
 
 def test_the_pace_says_whether_the_trigger_the_cap_or_the_job_s_own_speed_set_the_rate():
-    on_the_grid = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 30.5, 1000, 8000), _batch(2, 32, 32.5, 1000, 7000),
-                   _batch(3, 34, 34.5, 1000, 6000)]  # fmt: skip
+    on_the_grid = [
+        _batch(0, 0, 30, 1000, 9000),
+        _batch(1, 30, 30.5, 1000, 8000),
+        _batch(2, 32, 32.5, 1000, 7000),
+        _batch(3, 34, 34.5, 1000, 6000),
+    ]
     assert pace(_run(on_the_grid), 2) == (
         "start to start: batch 2 2.0 s, batch 3 2.0 s after the one before: one 2 s trigger each, so the cap over the "
         "trigger set the rate"
     )
     # batch 0 ran past its tick: batch 1 starts late, at 31.4; its next tick is 32, which comes while it runs, so
     # batch 2 starts as soon as it ends (32.4), and batch 3 on the tick after that (34)
-    late = [_batch(0, 0, 31.4, 1000, 9000), _batch(1, 31.4, 32.4, 1000, 8000), _batch(2, 32.4, 33, 1000, 7000),
-            _batch(3, 34, 34.5, 1000, 6000)]  # fmt: skip
+    late = [
+        _batch(0, 0, 31.4, 1000, 9000),
+        _batch(1, 31.4, 32.4, 1000, 8000),
+        _batch(2, 32.4, 33, 1000, 7000),
+        _batch(3, 34, 34.5, 1000, 6000),
+    ]
     assert pace(_run(late), 2).startswith(
         "start to start: batch 2 1.0 s, batch 3 1.6 s after the one before. Batch 2 started 1.0 s after the one before, "
         "less than the 2 s trigger"
     )
-    slow = [_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 33, 1000, 8000), _batch(2, 33, 36, 1000, 7000),
-            _batch(3, 36, 39, 1000, 6000)]  # fmt: skip
+    slow = [
+        _batch(0, 0, 30, 1000, 9000),
+        _batch(1, 30, 33, 1000, 8000),
+        _batch(2, 33, 36, 1000, 7000),
+        _batch(3, 36, 39, 1000, 6000),
+    ]
     assert "the job's own speed, not the cap over the trigger, set the rate" in pace(_run(slow), 2)
     with pytest.raises(BacklogError, match="only 1 full batches of 1000 rows; a forecast needs 2"):
         pace(_run(on_the_grid[:2]), 2, first=1)

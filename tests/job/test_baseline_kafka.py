@@ -39,9 +39,18 @@ FAULTS = (
 def faulty_run(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """One producer run with every kind of data fault, into fresh topics: (prefix, ledger path)."""
     cfg, summary = produce(
-        bootstrap, tmp_path_factory.mktemp("baseline") / "ledger", faults=FAULTS, sites=2, join=1, sessions=2,
-        rate=3000.0, duration=30.0, session_length=300, snapshot_every=40, seed=5,
-    )  # fmt: skip
+        bootstrap,
+        tmp_path_factory.mktemp("baseline") / "ledger",
+        faults=FAULTS,
+        sites=2,
+        join=1,
+        sessions=2,
+        rate=3000.0,
+        duration=30.0,
+        session_length=300,
+        snapshot_every=40,
+        seed=5,
+    )
     assert summary.stopped == "completed", summary.text()
     return cfg.topic_prefix, cfg.ledger
 
@@ -107,17 +116,27 @@ def test_end_offsets_given_later_stop_the_run_there_instead_of_at_idle(bootstrap
         asked.append(1)
         return ends if len(asked) > 3 else None
 
-    result = run_baseline(BaselineConfig(bootstrap=bootstrap, topic_prefix=prefix, batch_size=50, idle_s=600),
-                          end_offsets_later=later)  # fmt: skip
+    result = run_baseline(
+        BaselineConfig(bootstrap=bootstrap, topic_prefix=prefix, batch_size=50, idle_s=600), end_offsets_later=later
+    )
     assert result.stopped == "end-offsets" and result.records == sum(ends.values()), (result.stopped, result.records)
     assert len(asked) == 4  # asked until it answered, not after
 
 
 def test_the_baseline_discovers_a_site_that_joins_while_it_runs(bootstrap: str, tmp_path: Path) -> None:
     cfg = run_config(
-        bootstrap, tmp_path / "ledger", faults=["drop:0.01"], sites=1, join=1, sessions=1, rate=200.0, duration=8.0,
-        session_length=600, snapshot_every=50, seed=9,
-    )  # fmt: skip
+        bootstrap,
+        tmp_path / "ledger",
+        faults=["drop:0.01"],
+        sites=1,
+        join=1,
+        sessions=1,
+        rate=200.0,
+        duration=8.0,
+        session_length=600,
+        snapshot_every=50,
+        seed=9,
+    )
     prefix = cfg.topic_prefix
     producing = threading.Thread(target=lambda: Runner(cfg).run())
     producing.start()

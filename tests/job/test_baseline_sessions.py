@@ -104,7 +104,7 @@ def test_the_outputs_round_trip_through_parquet_and_still_verify(tmp_path: Path)
             outcome="ok",
             partition=0,
             offset=i,
-        )  # fmt: skip
+        )
         for i, x in enumerate(records)
     ]
     ledger = ledger_frame(entries).assign(kind=["snapshot", "upsert", "upsert", "snapshot", "end"])

@@ -29,9 +29,13 @@ job.engine.errors.IntegrityError: session "fleet-2-r1-s0000" topic itest-ab-flee
 
 def _job(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "job", *args], cwd=ROOT, env={**os.environ, **(env or {})},
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        [sys.executable, "-m", "job", *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _one_paragraph(stderr: str) -> str:
@@ -116,10 +120,12 @@ def test_kafka_deleted_ranges_round_trip_and_a_bad_file_is_named_with_the_fix(tm
 
 
 def test_a_state_store_that_cannot_load_says_it_is_the_checkpoint_and_names_the_repair():
-    text = ("org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE] An error occurred "
-            "during loading state. Error reading streaming state file of file:/tmp/ckpt/sessions/state/0/3/1.changelog "
-            "does not exist. If the stream job is restarted with a new or altered state operation, please create a new "
-            "checkpoint location or clear the existing checkpoint location. SQLSTATE: 58030")  # fmt: skip
+    text = (
+        "org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE] An error occurred "
+        "during loading state. Error reading streaming state file of file:/tmp/ckpt/sessions/state/0/3/1.changelog "
+        "does not exist. If the stream job is restarted with a new or altered state operation, please create a new "
+        "checkpoint location or clear the existing checkpoint location. SQLSTATE: 58030"
+    )
     error = str(query_error("ordered-sessions-sessions", Exception(text)))
     assert "CANNOT_LOAD_STATE_STORE" in error and "state/0/3/1.changelog" in error, error
     assert "python -m job repair" in error and "run again (the checkpoint resumes)" not in error, error

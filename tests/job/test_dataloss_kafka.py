@@ -21,8 +21,9 @@ SITES, SNAPSHOT_EVERY = 2, 20
 
 
 def _producers(bootstrap, ledger):
-    cfg = kafka_runs.run_config(bootstrap, ledger, sites=SITES, sessions=1, rate=120.0, duration=600.0,
-                                snapshot_every=SNAPSHOT_EVERY, seed=11)  # fmt: skip
+    cfg = kafka_runs.run_config(
+        bootstrap, ledger, sites=SITES, sessions=1, rate=120.0, duration=600.0, snapshot_every=SNAPSHOT_EVERY, seed=11
+    )
     return cfg, kafka_loss.BackgroundRun(cfg), [topic_for(site_name(i), cfg.topic_prefix) for i in range(SITES)]
 
 

@@ -68,10 +68,17 @@ def test_records_kafka_deleted_are_allowed_as_lost_and_the_next_snapshot_makes_t
     # seq 3 came after a gap: quarantined until the snapshot at seq 4
     assert [(f.kind, f.seq) for f in report.anomalies if f.kind == "quarantined"] == [("quarantined", 3)]
     losses = session_losses(report, df, [gone])
-    assert losses.to_dict("records") == [{
-        "session": BASE[0].session, "partition": f"{TOPIC}[0]", "lost": 2, "lost_seqs": "1..2",
-        "quarantined": 1, "resync_seq": 4, "whole_again": True,
-    }]  # fmt: skip
+    assert losses.to_dict("records") == [
+        {
+            "session": BASE[0].session,
+            "partition": f"{TOPIC}[0]",
+            "lost": 2,
+            "lost_seqs": "1..2",
+            "quarantined": 1,
+            "resync_seq": 4,
+            "whole_again": True,
+        }
+    ]
 
 
 def test_a_loss_outside_the_deleted_range_still_fails():
@@ -163,8 +170,10 @@ def test_kafka_data_loss_is_one_paragraph_naming_query_partition_offsets_and_fix
     ],
 )
 def test_every_kafka_data_loss_reason_becomes_a_data_loss_error(reason, detail, partition, lost):
-    text = (f"terminated with exception: [KAFKA_DATA_LOSS.{reason}] Some data may have been lost because they are not "
-            f"available in Kafka any more;\n(...)\nReason:\n{detail} SQLSTATE: 22000")  # fmt: skip
+    text = (
+        f"terminated with exception: [KAFKA_DATA_LOSS.{reason}] Some data may have been lost because they are not "
+        f"available in Kafka any more;\n(...)\nReason:\n{detail} SQLSTATE: 22000"
+    )
     error = query_error("q", Exception(text))
     assert isinstance(error, DataLossError)
     assert (error.reason, error.partition, error.lost) == (reason, partition, lost)
@@ -198,11 +207,13 @@ def test_query_run_reads_the_last_start_of_a_query_from_its_events():
 
     q = "ordered-sessions-sessions"
     events = [
-        QueryStarted(query=q, at=100.0), BatchCompleted(query=q, at=110.0, batch_id=0, input_rows=500),
+        QueryStarted(query=q, at=100.0),
+        BatchCompleted(query=q, at=110.0, batch_id=0, input_rows=500),
         BatchCompleted(query="ordered-sessions-raw", at=111.0, batch_id=0, input_rows=500),
         QueryTerminated(query=q, at=120.0),
-        QueryStarted(query=q, at=200.0), QueryTerminated(query=q, at=204.0, error="KAFKA_DATA_LOSS"),
-    ]  # fmt: skip
+        QueryStarted(query=q, at=200.0),
+        QueryTerminated(query=q, at=204.0, error="KAFKA_DATA_LOSS"),
+    ]
     second = query_run(events, q)
     assert (second.rows, second.batches, second.seconds, second.error) == (0, 0, 4.0, "KAFKA_DATA_LOSS")
     first = query_run(events[:4], q)
@@ -219,7 +230,7 @@ def test_processing_throughput_counts_only_the_time_batches_ran():
         BatchCompleted(query=q, at=124.0, batch_id=0, input_rows=800, started_at=120.0),
         BatchCompleted(query=q, at=132.0, batch_id=1, input_rows=400, started_at=130.0),
         QueryTerminated(query=q, at=133.0),
-    ]  # fmt: skip
+    ]
     run = query_run(events, q)
     assert (run.busy_s, run.processing_records_per_s) == (6.0, 200.0)
     assert (run.steady_rows, run.steady_busy_s, run.steady_records_per_s) == (400, 2.0, 200.0)  # the first batch left out
@@ -230,8 +241,14 @@ def test_processing_throughput_counts_only_the_time_batches_ran():
 
 
 def test_the_data_loss_stop_names_every_range_kafka_deleted_not_the_first_fetch_spark_failed():
-    spark_says = DataLossError("q", reason="COULD_NOT_READ_OFFSET_RANGE", detail="Could not read records in offset "
-                               "[1665, 1998) for topic partition w-1-0", topic="w-1", partition=0, lost=333)  # fmt: skip
+    spark_says = DataLossError(
+        "q",
+        reason="COULD_NOT_READ_OFFSET_RANGE",
+        detail="Could not read records in offset [1665, 1998) for topic partition w-1-0",
+        topic="w-1",
+        partition=0,
+        lost=333,
+    )
     assert "333 records from w-1[0]" in str(spark_says) and "first range it failed to fetch" in str(spark_says)
     named = spark_says.naming(
         [("w-0[1] offsets 1665..2575 (911 records)", 911), ("w-1[0] offsets 1665..2677 (1013 records)", 1013)]

@@ -18,15 +18,26 @@ from job.drills.environment import (
 
 
 def _batch(at, rows, batch_id=0, ends=None, query="job-sessions", started_at=None):
-    return {"type": "BatchCompleted", "at": at, "batch_id": batch_id, "input_rows": rows, "query": query,
-            "end_offsets": ends or {}, "started_at": started_at}  # fmt: skip
+    return {
+        "type": "BatchCompleted",
+        "at": at,
+        "batch_id": batch_id,
+        "input_rows": rows,
+        "query": query,
+        "end_offsets": ends or {},
+        "started_at": started_at,
+    }
 
 
 def test_only_batches_begun_after_the_fault_count_as_kept_going():
     # begun at 99, committed at 110: in flight when the fault struck, re-run on the survivor; it
     # proves nothing about working *through* the fault. Begun at 111 and 113: they do.
-    events = [_batch(110, 10, started_at=99.0), _batch(112, 10, started_at=111.0), _batch(114, 10, started_at=113.0),
-              _batch(125, 10, started_at=121.0)]  # fmt: skip
+    events = [
+        _batch(110, 10, started_at=99.0),
+        _batch(112, 10, started_at=111.0),
+        _batch(114, 10, started_at=113.0),
+        _batch(125, 10, started_at=121.0),
+    ]
     judged = outcome(Injected(kind="worker-kill", injected_at=100, undone_at=120), events, horizon=200)
     assert judged.behaviour == "kept going" and judged.batches_during == 2
     only_in_flight = outcome(Injected(kind="worker-kill", injected_at=100, undone_at=120), events[:1], horizon=200)
@@ -95,11 +106,31 @@ def test_every_fault_says_what_it_breaks_and_what_a_correct_job_does():
 
 
 def test_a_fault_run_survives_its_json_round_trip(tmp_path):
-    run = FaultRun(start=1.0, end=2.0, faults=[Injected(kind="broker-kill", injected_at=1.0, undone_at=1.5)],
-                   outcomes=[FaultOutcome(kind="broker-kill", injected_at=1.0, undone_at=1.5, behaviour="waited",
-                                          batches_during=0, time_to_flow_s=3.0, longest_gap_s=4.0, alerts=("stall",))],
-                   events=[], alerts=[], high_watermarks=[(1.0, None)], verdict={"ok": True}, job_starts=1, ledger="l",
-                   output="o", files={"events": tmp_path / "e"})  # fmt: skip
+    run = FaultRun(
+        start=1.0,
+        end=2.0,
+        faults=[Injected(kind="broker-kill", injected_at=1.0, undone_at=1.5)],
+        outcomes=[
+            FaultOutcome(
+                kind="broker-kill",
+                injected_at=1.0,
+                undone_at=1.5,
+                behaviour="waited",
+                batches_during=0,
+                time_to_flow_s=3.0,
+                longest_gap_s=4.0,
+                alerts=("stall",),
+            )
+        ],
+        events=[],
+        alerts=[],
+        high_watermarks=[(1.0, None)],
+        verdict={"ok": True},
+        job_starts=1,
+        ledger="l",
+        output="o",
+        files={"events": tmp_path / "e"},
+    )
     back = FaultRun.from_json(run.to_json())
     assert back == run and back.clean and back.table()[0]["alerts"] == "stall"
 

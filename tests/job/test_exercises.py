@@ -20,12 +20,17 @@ WEEKEND = {"outage_h": 62.0, "input_rate": 350.0, "throughput": 480.0}
 KILL = {"offsets": [0, 1, 2, 3, 4, 5], "commits": [0, 1, 2, 3, 4]}
 
 
-@pytest.mark.parametrize("check", [
-    lambda a: exercises.reorder_policy(a), lambda a: exercises.replayed_batch(a, **KILL),
-    lambda a: exercises.catch_up_cap(a, **CAP), lambda a: exercises.catch_up_hours(a, **WEEKEND),
-    lambda a: exercises.failure_spacing(a, recovery_times_s=[16.0, 22.0]),
-    lambda a: exercises.policy_for(a, frame=None, reports={}, errors={}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda a: exercises.reorder_policy(a),
+        lambda a: exercises.replayed_batch(a, **KILL),
+        lambda a: exercises.catch_up_cap(a, **CAP),
+        lambda a: exercises.catch_up_hours(a, **WEEKEND),
+        lambda a: exercises.failure_spacing(a, recovery_times_s=[16.0, 22.0]),
+        lambda a: exercises.policy_for(a, frame=None, reports={}, errors={}),
+    ],
+)
 def test_unanswered_a_check_states_the_task_and_does_not_fail(check):
     verdict = check(None)
     assert verdict.ok is None and repr(verdict).startswith("Your turn: ") and "Set `answer`" in repr(verdict)
@@ -35,10 +40,12 @@ def test_unanswered_a_check_states_the_task_and_does_not_fail(check):
 def test_ch02_the_reference_policy_is_right_and_the_others_say_what_they_lose(depth):
     assert exercises.reorder_policy(answers.ch02(depth), depth=depth).ok
     wrong = {
-        ("strict", 8): "strict stopped the job", ("resync", 8): "takes a late message for a lost one",
-        ("none", 8): "never noticed that message 45 was lost", ("window", depth - 1): f"does not fit a window of {depth - 1}",
+        ("strict", 8): "strict stopped the job",
+        ("resync", 8): "takes a late message for a lost one",
+        ("none", 8): "never noticed that message 45 was lost",
+        ("window", depth - 1): f"does not fit a window of {depth - 1}",
         ("often", 8): "is not a policy",
-    }  # fmt: skip
+    }
     for answer, said in wrong.items():
         verdict = exercises.reorder_policy(answer, depth=depth)
         assert verdict.ok is False and said in verdict.message, (answer, verdict)
@@ -85,16 +92,26 @@ def test_ch06_the_matrix_s_choice_is_right_and_each_other_policy_is_told_its_fai
     from producers.faults import FAULTS
 
     bad = next(f for f in FAULTS if FAULTS[f].info.bad_record)
-    rows = [("strict", "reorder", 0, 0), ("resync", "reorder", 0, 40), ("window", "reorder", 0, 6), ("none", bad, 3, 0),
-            ("resync", bad, 0, 5), ("window", bad, 0, 5)]  # fmt: skip
+    rows = [
+        ("strict", "reorder", 0, 0),
+        ("resync", "reorder", 0, 40),
+        ("window", "reorder", 0, 6),
+        ("none", bad, 3, 0),
+        ("resync", bad, 0, 5),
+        ("window", bad, 0, 5),
+    ]
     frame = pd.DataFrame(rows, columns=["policy", "fault", "applied", "quarantined"])
     reports = {p: type("R", (), {"lost": 0})() for p in ("strict", "resync", "window", "none")}
     errors = {"strict": "policy strict stops here", "resync": None, "window": None, "none": None}
     table = exercises._policy_table(frame, reports, errors)
     best = answers.ch06(table)
     assert best == "window" and exercises.policy_for(best, frame=frame, reports=reports, errors=errors).ok
-    said = {"strict": "stopped at the first fault", "none": "applied 3 bad records", "resync": "where window set aside 11",
-            "often": "was not in this run's matrix"}  # fmt: skip
+    said = {
+        "strict": "stopped at the first fault",
+        "none": "applied 3 bad records",
+        "resync": "where window set aside 11",
+        "often": "was not in this run's matrix",
+    }
     for answer, text in said.items():
         verdict = exercises.policy_for(answer, frame=frame, reports=reports, errors=errors)
         assert verdict.ok is False and text in verdict.message, (answer, verdict)

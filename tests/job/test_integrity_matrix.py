@@ -12,10 +12,24 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_each_policy_keeps_its_promise_on_the_same_damaged_run(sandbox, spark, tmp_path):
-    faults = (Drop(probability=0.02), Duplicate(probability=0.02), Corrupt(probability=0.02),
-              Reorder(probability=0.02), ClockSkew(probability=0.02))  # fmt: skip
-    matrix = fault_matrix(spark, sandbox.settings, workdir=tmp_path, faults=faults, sites=2, sessions=1,
-                          rate=200, duration=3, progress=lambda m: None)  # fmt: skip
+    faults = (
+        Drop(probability=0.02),
+        Duplicate(probability=0.02),
+        Corrupt(probability=0.02),
+        Reorder(probability=0.02),
+        ClockSkew(probability=0.02),
+    )
+    matrix = fault_matrix(
+        spark,
+        sandbox.settings,
+        workdir=tmp_path,
+        faults=faults,
+        sites=2,
+        sessions=1,
+        rate=200,
+        duration=3,
+        progress=lambda m: None,
+    )
     reports = {p: r.report for p, r in matrix.runs.items()}
     assert all(r.ok for r in reports.values()), "\n".join(r.summary() for r in reports.values())
     strict = matrix.runs["strict"]
@@ -35,8 +49,17 @@ def test_each_policy_keeps_its_promise_on_the_same_damaged_run(sandbox, spark, t
 
 
 def test_resync_sets_aside_more_with_a_longer_snapshot_interval_and_never_past_the_bound(sandbox, spark, tmp_path):
-    points = interval_sweep(spark, sandbox.settings, workdir=tmp_path, intervals=(5, 40), faults=(Drop(probability=0.03),),
-                            sites=2, rate=200, duration=3, progress=lambda m: None)  # fmt: skip
+    points = interval_sweep(
+        spark,
+        sandbox.settings,
+        workdir=tmp_path,
+        intervals=(5, 40),
+        faults=(Drop(probability=0.03),),
+        sites=2,
+        rate=200,
+        duration=3,
+        progress=lambda m: None,
+    )
     sweep = sweep_frame(points).set_index("snapshot_every")
     assert sweep.ok.all(), "\n".join(p.report.summary() for p in points)
     assert (sweep.set_aside <= sweep.bound).all() and sweep.loc[40, "set_aside"] > sweep.loc[5, "set_aside"]

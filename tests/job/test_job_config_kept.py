@@ -43,18 +43,36 @@ def test_the_trap_is_refused_and_the_repair_restarts_the_job_the_user_ran(sandbo
     bootstrap = settings.endpoints().kafka_bootstrap
     prefix, run_id = kafka_runs.fresh_prefix(), new_run_id()
     ledger = str(tmp_path / f"ledger-{run_id}")
-    summary = Runner(RunConfig(ledger=ledger, bootstrap=bootstrap, sites=2, sessions=2, rate=400.0, duration=5.0,
-                               snapshot_every=25, rows=8, seed=44, run_id=run_id, topic_prefix=prefix)).run()  # fmt: skip
+    summary = Runner(
+        RunConfig(
+            ledger=ledger,
+            bootstrap=bootstrap,
+            sites=2,
+            sessions=2,
+            rate=400.0,
+            duration=5.0,
+            snapshot_every=25,
+            rows=8,
+            seed=44,
+            run_id=run_id,
+            topic_prefix=prefix,
+        )
+    ).run()
     assert summary.error is None and summary.outcomes.get("ok", 0) >= 1_500, summary
     ckpt = tmp_path / "ckpt"
     output = f"s3a://{settings.bucket}/itest/kept-{uuid.uuid4().hex[:8]}"
     # the user's run: not the defaults (2 partitions, 100,000 a batch, 5 s)
-    cfg = JobConfig(output=output, checkpoint=ckpt, topic_prefix=prefix, state_partitions=4, max_offsets_per_trigger=200,
-                    trigger="3 seconds")  # fmt: skip
+    cfg = JobConfig(
+        output=output, checkpoint=ckpt, topic_prefix=prefix, state_partitions=4, max_offsets_per_trigger=200, trigger="3 seconds"
+    )
     queries = pipeline.start(spark, cfg, bootstrap=bootstrap)
     try:
-        wait_for(lambda: len(log_state(ckpt / "sessions").commits) >= 2, timeout_s=180, what="two committed batches",
-                 abort=lambda: None if queries[0].isActive else f"the query stopped: {queries[0].exception()}")  # fmt: skip
+        wait_for(
+            lambda: len(log_state(ckpt / "sessions").commits) >= 2,
+            timeout_s=180,
+            what="two committed batches",
+            abort=lambda: None if queries[0].isActive else f"the query stopped: {queries[0].exception()}",
+        )
     finally:
         for q in queries:
             q.stop()
@@ -64,8 +82,9 @@ def test_the_trap_is_refused_and_the_repair_restarts_the_job_the_user_ran(sandbo
     # the checkpoint is lost, the lake keeps its sink log: a restart is refused, naming the trap and the repair
     shutil.rmtree(ckpt)
     common = ("--checkpoint", str(ckpt), "--topic-prefix", prefix, "--output", output)
-    refused = _job("run", *common, "--state-partitions", "4", "--max-offsets-per-trigger", "200", "--trigger", "3 seconds",
-                   "--until-drained")  # fmt: skip
+    refused = _job(
+        "run", *common, "--state-partitions", "4", "--max-offsets-per-trigger", "200", "--trigger", "3 seconds", "--until-drained"
+    )
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert "Traceback" not in refused.stderr and "error: the metadata trap" in refused.stderr, refused.stderr[-3000:]
     assert f"python -m job repair --checkpoint {ckpt} --output {output} --apply" in refused.stderr
@@ -76,8 +95,18 @@ def test_the_trap_is_refused_and_the_repair_restarts_the_job_the_user_ran(sandbo
     assert "dry run" in planned.stdout, planned.stdout
 
     # sprung on purpose (chapter 08), with a larger cap than the lost checkpoint's first batches had
-    sprung = _job("run", *common, "--allow-sink-ahead", "--state-partitions", "4", "--max-offsets-per-trigger", "500",
-                  "--trigger", "3 seconds", "--until-drained")  # fmt: skip
+    sprung = _job(
+        "run",
+        *common,
+        "--allow-sink-ahead",
+        "--state-partitions",
+        "4",
+        "--max-offsets-per-trigger",
+        "500",
+        "--trigger",
+        "3 seconds",
+        "--until-drained",
+    )
     assert "warning: --allow-sink-ahead" in sprung.stderr, sprung.stderr[-3000:]
     # its skipped batches wrote no state, so the first batch it runs cannot load any: said as such
     assert sprung.returncode == 1 and "Traceback" not in sprung.stderr, sprung.stderr[-3000:]

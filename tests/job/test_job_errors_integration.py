@@ -32,9 +32,17 @@ def produced(sandbox, tmp_path):
     def run(*, faults=(), sites=1, sessions=1, duration=3.0, rate=300.0):
         run_id = new_run_id()
         cfg, summary = kafka_runs.produce(
-            sandbox.settings.endpoints().kafka_bootstrap, tmp_path / f"ledger-{run_id}", faults=faults, sites=sites,
-            sessions=sessions, rate=rate, duration=duration, snapshot_every=25, seed=5, run_id=run_id,
-        )  # fmt: skip
+            sandbox.settings.endpoints().kafka_bootstrap,
+            tmp_path / f"ledger-{run_id}",
+            faults=faults,
+            sites=sites,
+            sessions=sessions,
+            rate=rate,
+            duration=duration,
+            snapshot_every=25,
+            seed=5,
+            run_id=run_id,
+        )
         assert summary.error is None, summary.error
         return cfg.topic_prefix, cfg.ledger
 
@@ -43,8 +51,19 @@ def produced(sandbox, tmp_path):
 
 def _job_argv(settings, prefix: str, tmp_path: Path, *extra: str) -> list[str]:
     output = f"s3a://{settings.bucket}/itest/errors-{uuid.uuid4().hex[:8]}"
-    return [sys.executable, "-m", "job", "run", "--topic-prefix", prefix, "--output", output,
-            "--checkpoint", str(tmp_path / f"ckpt-{uuid.uuid4().hex[:6]}"), *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "job",
+        "run",
+        "--topic-prefix",
+        prefix,
+        "--output",
+        output,
+        "--checkpoint",
+        str(tmp_path / f"ckpt-{uuid.uuid4().hex[:6]}"),
+        *extra,
+    ]
 
 
 def _no_traceback(stderr: str) -> None:
@@ -73,8 +92,12 @@ def test_ctrl_c_on_a_running_job_stops_it_with_one_line(sandbox, produced, tmp_p
     job = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         commits = checkpoint / "sessions" / "commits"
-        wait_for(lambda: commits.exists() and any(commits.glob("[0-9]*")), timeout_s=300, what="the job's first commit",
-                 abort=lambda: job.poll() is not None and "the job exited")  # fmt: skip
+        wait_for(
+            lambda: commits.exists() and any(commits.glob("[0-9]*")),
+            timeout_s=300,
+            what="the job's first commit",
+            abort=lambda: job.poll() is not None and "the job exited",
+        )
         os.killpg(job.pid, signal.SIGINT)
         _, stderr = job.communicate(timeout=120)
     finally:
@@ -90,14 +113,25 @@ def test_drain_that_runs_out_of_time_says_how_many_records_are_left(sandbox, spa
     prefix, _ = produced()
     settings = sandbox.settings
     # one record per batch, one batch an hour: this drain cannot finish
-    cfg = job_config(settings, output=f"s3a://{settings.bucket}/itest/drain-{uuid.uuid4().hex[:8]}",
-                     checkpoint=tmp_path / "ckpt", topic_prefix=prefix, trigger="60 minutes", max_offsets_per_trigger=1,
-                     raw_archive=False)  # fmt: skip
+    cfg = job_config(
+        settings,
+        output=f"s3a://{settings.bucket}/itest/drain-{uuid.uuid4().hex[:8]}",
+        checkpoint=tmp_path / "ckpt",
+        topic_prefix=prefix,
+        trigger="60 minutes",
+        max_offsets_per_trigger=1,
+        raw_archive=False,
+    )
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
     try:
         with pytest.raises(DrainTimeoutError) as info:
-            pipeline.drain(queries, bootstrap=settings.endpoints().kafka_bootstrap, topic_prefix=prefix,
-                           timeout_s=5.0, progress=lambda _m: None)  # fmt: skip
+            pipeline.drain(
+                queries,
+                bootstrap=settings.endpoints().kafka_bootstrap,
+                topic_prefix=prefix,
+                timeout_s=5.0,
+                progress=lambda _m: None,
+            )
     finally:
         for q in queries:
             q.stop()
@@ -111,8 +145,14 @@ def test_drain_that_runs_out_of_time_says_how_many_records_are_left(sandbox, spa
 def test_drain_of_a_query_that_was_stopped_says_so_instead_of_returning(sandbox, spark, produced, tmp_path):
     prefix, _ = produced()
     settings = sandbox.settings
-    cfg = job_config(settings, output=f"s3a://{settings.bucket}/itest/drain-{uuid.uuid4().hex[:8]}",
-                     checkpoint=tmp_path / "ckpt", topic_prefix=prefix, trigger="30 seconds", raw_archive=False)  # fmt: skip
+    cfg = job_config(
+        settings,
+        output=f"s3a://{settings.bucket}/itest/drain-{uuid.uuid4().hex[:8]}",
+        checkpoint=tmp_path / "ckpt",
+        topic_prefix=prefix,
+        trigger="30 seconds",
+        raw_archive=False,
+    )
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
     queries[0].stop()
     with pytest.raises(QueryFailedError, match=rf"{cfg.name}-sessions: was stopped before it processed everything"):
@@ -122,8 +162,13 @@ def test_drain_of_a_query_that_was_stopped_says_so_instead_of_returning(sandbox,
 def test_verify_against_a_lake_that_holds_no_output_names_it_and_exits_2(sandbox, produced):
     _, ledger = produced(duration=1.0)
     lake = f"s3a://{sandbox.settings.bucket}/itest/nothing-{uuid.uuid4().hex[:8]}"
-    done = subprocess.run([sys.executable, "-m", "job", "verify", "--ledger", str(ledger), "--lake", lake],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "job", "verify", "--ledger", str(ledger), "--lake", lake],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     _no_traceback(done.stderr)
     assert done.stderr.startswith(f"error: lake {lake}: no job output here") and "--output" in done.stderr

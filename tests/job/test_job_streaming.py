@@ -25,10 +25,19 @@ def produce(sandbox, tmp_path):
     def run(*, faults=FAULTS, sites=2, join=0, sessions=2, duration=4.0, rate=400.0, prefix=None, seed=11):
         run_id = new_run_id()
         cfg, summary = kafka_runs.produce(
-            sandbox.settings.endpoints().kafka_bootstrap, tmp_path / f"ledger-{run_id}", faults=faults, sites=sites,
-            join=join, sessions=sessions, rate=rate, duration=duration, snapshot_every=25, seed=seed, run_id=run_id,
+            sandbox.settings.endpoints().kafka_bootstrap,
+            tmp_path / f"ledger-{run_id}",
+            faults=faults,
+            sites=sites,
+            join=join,
+            sessions=sessions,
+            rate=rate,
+            duration=duration,
+            snapshot_every=25,
+            seed=seed,
+            run_id=run_id,
             topic_prefix=prefix or kafka_runs.fresh_prefix(),
-        )  # fmt: skip
+        )
         assert summary.error is None, summary.error
         return cfg.topic_prefix, cfg.ledger, summary
 
@@ -37,9 +46,13 @@ def produce(sandbox, tmp_path):
 
 def _config(settings, tmp_path, prefix, policy, **kw):
     return job_config(
-        settings, output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}", checkpoint=tmp_path / f"ckpt-{policy}",
-        topic_prefix=prefix, policy=policy, **kw,
-    )  # fmt: skip
+        settings,
+        output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}",
+        checkpoint=tmp_path / f"ckpt-{policy}",
+        topic_prefix=prefix,
+        policy=policy,
+        **kw,
+    )
 
 
 def _run_available_now(spark, settings, cfg):

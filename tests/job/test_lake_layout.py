@@ -78,10 +78,19 @@ def test_open_lake_refuses_each_older_layout_where_it_matters_and_gives_a_curren
         assert lake.open_lake(LOCAL_SPARK, str(current), writing=writing, archive=reading_archive) == f"{current}/out"
     cases = [
         (sessions_out, {}, "sessions-out", "the sink's folder before it was named out"),
-        (topics, {"writing": True}, "out/output=*/topic=*", "a folder per topic under each output, from before topic became a column"),
-        (archive, {"archive": True}, "raw",
-         "a raw archive written by its own query, from before the archive joined the sink as output=raw"),
-    ]  # fmt: skip
+        (
+            topics,
+            {"writing": True},
+            "out/output=*/topic=*",
+            "a folder per topic under each output, from before topic became a column",
+        ),
+        (
+            archive,
+            {"archive": True},
+            "raw",
+            "a raw archive written by its own query, from before the archive joined the sink as output=raw",
+        ),
+    ]
     for root, how, found, what in cases:
         with pytest.raises(LakeError) as refused:
             lake.open_lake(LOCAL_SPARK, str(root), **how)

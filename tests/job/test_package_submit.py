@@ -28,8 +28,9 @@ def _without_the_source(tmp_path: Path) -> Path:
     env = tmp_path / "env"
     venv.create(env, with_pip=False)
     python = env / "bin" / "python"
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     Path(purelib, "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
@@ -53,26 +54,54 @@ def test_package_writes_a_zip_of_the_three_packages_a_driver_and_the_sandbox_s_c
 def test_the_packaged_job_under_spark_submit_without_the_source_tree_verifies_clean(sandbox, spark, tmp_path):
     settings = sandbox.settings
     python = _without_the_source(tmp_path)
-    bare = subprocess.run([python, "-c", "import pyspark, pandas, msgspec; import job"], cwd=tmp_path,
-                          capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # fmt: skip
+    bare = subprocess.run(
+        [python, "-c", "import pyspark, pandas, msgspec; import job"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert bare.returncode == 1 and "No module named 'job'" in bare.stderr, bare.stderr  # the precondition
 
-    packaged = subprocess.run([sys.executable, "-m", "job", "package", "--out", str(tmp_path / "pkg")],
-                              capture_output=True, text=True, env=dict(os.environ), timeout=120)  # fmt: skip
+    packaged = subprocess.run(
+        [sys.executable, "-m", "job", "package", "--out", str(tmp_path / "pkg")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
     assert packaged.returncode == 0, packaged.stderr
     assert "spark-submit --deploy-mode client --properties-file" in packaged.stdout
     pkg = build(tmp_path / "pkg", settings)  # the same files again, for their paths
 
-    cfg, summary = kafka_runs.produce(settings.endpoints().kafka_bootstrap, tmp_path / "ledger", sites=2,
-                                      sessions=1, rate=200.0, duration=3.0, snapshot_every=20, seed=5)  # fmt: skip
+    cfg, summary = kafka_runs.produce(
+        settings.endpoints().kafka_bootstrap,
+        tmp_path / "ledger",
+        sites=2,
+        sessions=1,
+        rate=200.0,
+        duration=3.0,
+        snapshot_every=20,
+        seed=5,
+    )
     assert summary.error is None and summary.outcomes.get("ok", 0) > 0, summary.text()
     import pyspark
 
     spark_home = Path(pyspark.__file__).parent
     output = f"s3a://{settings.bucket}/itest/submit-{uuid.uuid4().hex[:8]}"
-    argv = pkg.submit_argv(str(spark_home / "bin" / "spark-submit"), "run", "--topic-prefix", cfg.topic_prefix,
-                           "--output", output, "--checkpoint", str(tmp_path / "ckpt"), "--trigger", "1 second",
-                           "--until-drained")  # fmt: skip
+    argv = pkg.submit_argv(
+        str(spark_home / "bin" / "spark-submit"),
+        "run",
+        "--topic-prefix",
+        cfg.topic_prefix,
+        "--output",
+        output,
+        "--checkpoint",
+        str(tmp_path / "ckpt"),
+        "--trigger",
+        "1 second",
+        "--until-drained",
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(PYSPARK_PYTHON=str(python), SPARK_HOME=str(spark_home), PATH=f"{python.parent}{os.pathsep}{env['PATH']}")
     submitted = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

@@ -104,8 +104,9 @@ def test_an_idle_session_expires_in_the_batch_its_own_timeout_would_fire_and_not
 
 def test_without_idle_expiry_no_session_expires_and_no_timeout_is_set():
     a = base_session(lambda *x, **k: message(*x, session="fleet-2-s0001", **k))[:3]
-    stored, _, timeout = step_partition(None, _rows({"fleet-2-s0001": a}), policy="resync", window=8, now_ms=0,
-                                        idle_timeout_ms=None)  # fmt: skip
+    stored, _, timeout = step_partition(
+        None, _rows({"fleet-2-s0001": a}), policy="resync", window=8, now_ms=0, idle_timeout_ms=None
+    )
     assert timeout is None
     kept, columns, timeout = step_partition(stored, [], policy="resync", window=8, now_ms=10**9, idle_timeout_ms=None)
     assert kept == stored and columns is None and timeout is None

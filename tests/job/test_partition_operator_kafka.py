@@ -32,9 +32,18 @@ def fault_mix(sandbox, tmp_path_factory):
     bootstrap = sandbox.settings.endpoints().kafka_bootstrap
     run_id = new_run_id()
     cfg, summary = kafka_runs.produce(
-        bootstrap, tmp_path_factory.mktemp("ledger") / run_id, faults=FAULTS, sites=2, sessions=6, rate=600.0,
-        duration=4.0, snapshot_every=25, seed=23, run_id=run_id, topic_prefix=kafka_runs.fresh_prefix(),
-    )  # fmt: skip
+        bootstrap,
+        tmp_path_factory.mktemp("ledger") / run_id,
+        faults=FAULTS,
+        sites=2,
+        sessions=6,
+        rate=600.0,
+        duration=4.0,
+        snapshot_every=25,
+        seed=23,
+        run_id=run_id,
+        topic_prefix=kafka_runs.fresh_prefix(),
+    )
     assert summary.error is None, summary.error
     assert sum(summary.faults.values()) > 0, "the run must inject faults for the comparison to mean anything"
     from producers.sites import site_name, topic_for
@@ -61,9 +70,15 @@ def test_keyed_by_partition_writes_what_keyed_by_session_writes(policy, sandbox,
     outputs, verdicts = {}, {}
     for operator in ("applyInPandasWithState", pipeline.BY_PARTITION):
         cfg = job_config(
-            settings, output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}", checkpoint=tmp_path / operator,
-            topic_prefix=prefix, policy=policy, trigger="available-now", operator=operator, max_offsets_per_trigger=700,
-        )  # fmt: skip
+            settings,
+            output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}",
+            checkpoint=tmp_path / operator,
+            topic_prefix=prefix,
+            policy=policy,
+            trigger="available-now",
+            operator=operator,
+            max_offsets_per_trigger=700,
+        )
         queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
         pipeline.await_all(queries, timeout_s=300)
         outputs[operator] = _lake(spark, cfg)

@@ -120,10 +120,17 @@ def _input_frames(messages, order):
     import pandas as pd
 
     rows = [
-        {"session_key": SID, "key_missing": False, "value": encode(m), "topic": "t", "partition": 0,
-         "offset": i, "kafka_ts_ms": 1000 + i}
+        {
+            "session_key": SID,
+            "key_missing": False,
+            "value": encode(m),
+            "topic": "t",
+            "partition": 0,
+            "offset": i,
+            "kafka_ts_ms": 1000 + i,
+        }
         for i, m in enumerate(messages)
-    ]  # fmt: skip
+    ]
     shuffled = pd.DataFrame([rows[i] for i in order])
     return [shuffled.iloc[:3], shuffled.iloc[3:]]  # Spark may hand a group over in several frames
 

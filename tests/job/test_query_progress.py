@@ -28,12 +28,14 @@ def test_a_topic_whose_offsets_are_not_kafkas_shape_is_left_out():
 
 
 def test_the_end_and_start_offsets_of_several_sources_are_merged():
-    progress = {"sources": [
-        {"startOffset": '{"t1": {"0": 2}}', "endOffset": '{"t1": {"0": 10, "1": 4}}'},
-        {"startOffset": {"t2": {"0": 1}}, "endOffset": {"t2": {"0": 3}}},
-        {"startOffset": None, "endOffset": "not json"},
-        {"description": "a source that reports no offsets"},
-    ]}  # fmt: skip
+    progress = {
+        "sources": [
+            {"startOffset": '{"t1": {"0": 2}}', "endOffset": '{"t1": {"0": 10, "1": 4}}'},
+            {"startOffset": {"t2": {"0": 1}}, "endOffset": {"t2": {"0": 3}}},
+            {"startOffset": None, "endOffset": "not json"},
+            {"description": "a source that reports no offsets"},
+        ]
+    }
     assert reached(progress) == {"t1": {"0": 10, "1": 4}, "t2": {"0": 3}}
     assert started(progress) == {"t1": {"0": 2}, "t2": {"0": 1}}
 

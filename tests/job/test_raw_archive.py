@@ -28,8 +28,17 @@ def _archived(spark, root: str) -> list[tuple]:
 def _produce(settings, tmp_path, seed: int):
     """A short run of 2 sites x 2 sessions on its own topics: (the run, its summary)."""
     run_id = new_run_id()
-    run, summary = kafka_runs.produce(settings.endpoints().kafka_bootstrap, tmp_path / f"ledger-{run_id}", sites=2, sessions=2,
-                                      rate=200.0, duration=2.0, snapshot_every=25, seed=seed, run_id=run_id)  # fmt: skip
+    run, summary = kafka_runs.produce(
+        settings.endpoints().kafka_bootstrap,
+        tmp_path / f"ledger-{run_id}",
+        sites=2,
+        sessions=2,
+        rate=200.0,
+        duration=2.0,
+        snapshot_every=25,
+        seed=seed,
+        run_id=run_id,
+    )
     assert summary.error is None, summary.error
     return run, summary
 
@@ -40,8 +49,14 @@ def test_the_archive_is_the_sinks_fourth_output_and_an_archive_query_s_lake_is_r
     run, summary = _produce(settings, tmp_path, seed=3)
 
     def config(name: str):
-        return job_config(settings, output=f"s3a://{settings.bucket}/itest/archive-{name}-{uuid.uuid4().hex[:8]}",
-                          checkpoint=tmp_path / name, topic_prefix=run.topic_prefix, policy="resync", trigger="available-now")  # fmt: skip
+        return job_config(
+            settings,
+            output=f"s3a://{settings.bucket}/itest/archive-{name}-{uuid.uuid4().hex[:8]}",
+            checkpoint=tmp_path / name,
+            topic_prefix=run.topic_prefix,
+            policy="resync",
+            trigger="available-now",
+        )
 
     new, old = config("new"), config("old")
     queries = pipeline.start(spark, new, bootstrap=bootstrap)
@@ -79,9 +94,16 @@ def test_with_a_file_open_per_output_the_sink_writes_its_rows_without_sorting_th
     run, summary = _produce(settings, tmp_path, seed=4)
     peaks, outputs = {}, {}
     for writers in (0, 4):
-        cfg = job_config(settings, output=f"s3a://{settings.bucket}/itest/writers-{writers}-{uuid.uuid4().hex[:8]}",
-                         checkpoint=tmp_path / f"w{writers}", topic_prefix=run.topic_prefix, policy="resync",
-                         trigger="available-now", sink_writers=writers, name=f"writers-{writers}")  # fmt: skip
+        cfg = job_config(
+            settings,
+            output=f"s3a://{settings.bucket}/itest/writers-{writers}-{uuid.uuid4().hex[:8]}",
+            checkpoint=tmp_path / f"w{writers}",
+            topic_prefix=run.topic_prefix,
+            policy="resync",
+            trigger="available-now",
+            sink_writers=writers,
+            name=f"writers-{writers}",
+        )
         (query,) = pipeline.start(spark, cfg, bootstrap=bootstrap)
         pipeline.await_all([query], timeout_s=300)
         batch = next(p["batchId"] for p in query.recentProgress if p["numInputRows"])

@@ -106,8 +106,7 @@ def test_equal_outages_make_a_stable_run_and_growing_outages_an_unstable_one():
     assert report.stable is True and report.all_detected and report.all_recovered
 
     lengths = [5, 15, 25, 35, 45]
-    growing = series(n=340, outages=[(f, f + d) for f, d in zip(fails, lengths)],
-                     latency_spikes=[(f, f + 10) for f in fails])  # fmt: skip
+    growing = series(n=340, outages=[(f, f + d) for f, d in zip(fails, lengths)], latency_spikes=[(f, f + 10) for f in fails])
     report = detect(growing, fails, config=EXACT)
     assert report.recovery_times("throughput") == lengths
     assert report.stable is False and "throughput recovery grows by 40s" in report.verdict

@@ -44,14 +44,25 @@ EMPTY_S = pd.DataFrame(columns=["session", "status", "topic", "partition", "offs
 
 # Partition 0 holds sessions a and b; a snapshots at 0 and 4, b at 1 and 6 (6 is missing).
 INPUTS = _inputs(
-    (0, 0, "snapshot", 2), (0, 1, "snapshot", 1), (0, 2, "upsert", None), (0, 3, "upsert", None),
-    (0, 4, "snapshot", 2), (0, 5, "upsert", None), (0, 6, "snapshot", 1), (0, 7, "upsert", None),
-)  # fmt: skip
+    (0, 0, "snapshot", 2),
+    (0, 1, "snapshot", 1),
+    (0, 2, "upsert", None),
+    (0, 3, "upsert", None),
+    (0, 4, "snapshot", 2),
+    (0, 5, "upsert", None),
+    (0, 6, "snapshot", 1),
+    (0, 7, "upsert", None),
+)
 LAKE = _rows(
-    ("a", "snapshot", "r1", 0, 0), ("a", "snapshot", "r2", 0, 0), ("b", "snapshot", "x", 0, 1),
-    ("a", "upsert", "r1", 0, 2), ("b", "upsert", "x", 0, 3), ("a", "snapshot", "r1", 0, 4),
-    ("a", "snapshot", "r2", 0, 4), ("b", "upsert", "y", 0, 5),
-)  # fmt: skip
+    ("a", "snapshot", "r1", 0, 0),
+    ("a", "snapshot", "r2", 0, 0),
+    ("b", "snapshot", "x", 0, 1),
+    ("a", "upsert", "r1", 0, 2),
+    ("b", "upsert", "x", 0, 3),
+    ("a", "snapshot", "r1", 0, 4),
+    ("a", "snapshot", "r2", 0, 4),
+    ("b", "upsert", "y", 0, 5),
+)
 
 
 def test_damage_is_the_first_processed_record_without_output():
@@ -172,9 +183,17 @@ def test_job_config_accepts_explicit_offsets_and_rejects_bad_ones(tmp_path):
 
 def _plan(*, lake=LAKE, inputs=INPUTS, ends=None, only=None):
     return plan_repair(
-        checkpoint="/ckpt", output="s3a://lake/job", backup="/ckpt.repair-x", checkpoint_end=ends or {(T, 0): 8},
-        inputs=inputs, rows=lake, quarantine=EMPTY_Q, sessions=EMPTY_S, kafka_partitions=[(T, 0), (T, 1)], only=only,
-    )  # fmt: skip
+        checkpoint="/ckpt",
+        output="s3a://lake/job",
+        backup="/ckpt.repair-x",
+        checkpoint_end=ends or {(T, 0): 8},
+        inputs=inputs,
+        rows=lake,
+        quarantine=EMPTY_Q,
+        sessions=EMPTY_S,
+        kafka_partitions=[(T, 0), (T, 1)],
+        only=only,
+    )
 
 
 def test_cli_without_a_checkpoint_exits_2_naming_it_and_the_fix(tmp_path, capsys):
@@ -196,9 +215,11 @@ def test_cli_with_a_bad_partition_list_exits_2(tmp_path, capsys):
 def test_a_session_resumed_at_its_snapshot_opens_without_a_gap(policy):
     from job.engine.session import Record, step
 
-    snap = json.dumps({"v": 1, "kind": "snapshot", "site": "a", "session": "s", "seq": 7, "epoch": 0, "ts": 1,
-                       "rows": [{"id": "r"}]}).encode()  # fmt: skip
-    up = json.dumps({"v": 1, "kind": "upsert", "site": "a", "session": "s", "seq": 8, "epoch": 0, "ts": 2,
-                     "row": {"id": "r", "x": 1}}).encode()  # fmt: skip
+    snap = json.dumps(
+        {"v": 1, "kind": "snapshot", "site": "a", "session": "s", "seq": 7, "epoch": 0, "ts": 1, "rows": [{"id": "r"}]}
+    ).encode()
+    up = json.dumps(
+        {"v": 1, "kind": "upsert", "site": "a", "session": "s", "seq": 8, "epoch": 0, "ts": 2, "row": {"id": "r", "x": 1}}
+    ).encode()
     result = step(None, [Record(T, 0, 40, "s", snap, 0), Record(T, 0, 41, "s", up, 0)], policy=policy, window=8)
     assert (result.status.status, result.status.gaps, len(result.quarantine), result.status.applied) == ("open", 0, 0, 2)

@@ -19,12 +19,27 @@ def _settings(tmp_path: Path):
 
 def test_every_field_of_a_non_default_config_comes_back(tmp_path):
     cfg = JobConfig(
-        output="s3a://lake/x", checkpoint=tmp_path / "ckpt", topic_prefix="t-", policy="window", window=5,
-        starting_offsets='{"t-a": {"0": 7}}', session_cuts={("t-a", 0, "s1"): 3}, max_offsets_per_trigger=None,
-        fetch_max_wait_ms=7, state_partitions=4, input_tasks=0, sink_writers=0, fail_on_data_loss=False,
-        trigger="3 seconds", idle_timeout_s=60, raw_archive=False, topic_discovery_ms=900, name="other",
-        operator="transformWithStateInPandas", extra_kafka_options={"kafka.x": "1"},
-    )  # fmt: skip
+        output="s3a://lake/x",
+        checkpoint=tmp_path / "ckpt",
+        topic_prefix="t-",
+        policy="window",
+        window=5,
+        starting_offsets='{"t-a": {"0": 7}}',
+        session_cuts={("t-a", 0, "s1"): 3},
+        max_offsets_per_trigger=None,
+        fetch_max_wait_ms=7,
+        state_partitions=4,
+        input_tasks=0,
+        sink_writers=0,
+        fail_on_data_loss=False,
+        trigger="3 seconds",
+        idle_timeout_s=60,
+        raw_archive=False,
+        topic_discovery_ms=900,
+        name="other",
+        operator="transformWithStateInPandas",
+        extra_kafka_options={"kafka.x": "1"},
+    )
     defaults = JobConfig(output="s3a://lake/job", checkpoint=tmp_path / "d")
     differs = [f.name for f in dataclasses.fields(JobConfig) if getattr(cfg, f.name) == getattr(defaults, f.name)]
     assert differs == [], f"set these to non-defaults so the round trip means something: {differs}"
@@ -33,8 +48,14 @@ def test_every_field_of_a_non_default_config_comes_back(tmp_path):
     assert saved.load(tmp_path / "nothing") is None
 
 
-@pytest.mark.parametrize(("text", "said"), [("{", "not JSON"), ('{"format": 99, "config": {}}', "format 1"),
-                                            ('{"format": 1, "config": {"output": "s3a://l/x", "checkpoint": "/c", "color": 1}}', "newer")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("{", "not JSON"),
+        ('{"format": 99, "config": {}}', "format 1"),
+        ('{"format": 1, "config": {"output": "s3a://l/x", "checkpoint": "/c", "color": 1}}', "newer"),
+    ],
+)
 def test_a_file_it_cannot_read_is_named_with_the_way_on(tmp_path, text, said):
     (tmp_path / "job.json").write_text(text)
     with pytest.raises(ConfigError) as refused:
@@ -63,8 +84,12 @@ def test_a_fixed_setting_that_differs_from_the_saved_run_is_refused(tmp_path):
     cfg = JobConfig(output="s3a://lake/run", checkpoint=tmp_path / "ckpt", operator="applyInPandasWithState")
     saved.save(cfg)
     saved.check_fixed(dataclasses.replace(cfg, max_offsets_per_trigger=7))  # not fixed
-    for name, value in (("operator", "transformWithStateInPandas"), ("output", "s3a://lake/else"), ("name", "n"),
-                        ("state_partitions", 3)):  # fmt: skip
+    for name, value in (
+        ("operator", "transformWithStateInPandas"),
+        ("output", "s3a://lake/else"),
+        ("name", "n"),
+        ("state_partitions", 3),
+    ):
         with pytest.raises(saved.FixedSettingError, match=f"started with {name}="):
             saved.check_fixed(dataclasses.replace(cfg, **{name: value}))
 

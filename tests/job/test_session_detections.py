@@ -105,8 +105,14 @@ def test_strict_policy_raises_on_a_gap_naming_topic_partition_offset_and_session
 
 def test_resync_policy_quarantines_until_next_snapshot() -> None:
     # seq 2 is lost; 3 and an extra update at 4 wait for a snapshot, which now comes at seq 5
-    items = [BASE[0], BASE[1], BASE[3], msg("upsert", 4, row=r("a", 9)),
-             msg("snapshot", 5, rows=[r("a", 9), r("b", 2), r("c", 1)]), msg("end", 6)]  # fmt: skip
+    items = [
+        BASE[0],
+        BASE[1],
+        BASE[3],
+        msg("upsert", 4, row=r("a", 9)),
+        msg("snapshot", 5, rows=[r("a", 9), r("b", 2), r("c", 1)]),
+        msg("end", 6),
+    ]
     s = run(items, "resync")
     assert reasons(s) == [("gap", 3), ("broken-session", 4)]
     assert s.state.table == {"a": r("a", 9), "b": r("b", 2), "c": r("c", 1)}
@@ -498,8 +504,15 @@ def test_integrity_error_pickles_with_its_coordinates() -> None:
 def test_the_reason_vocabulary_extends_the_contract_reasons() -> None:
     assert set(CONTRACT_REASONS) < set(REASONS)
     assert set(REASONS) - set(CONTRACT_REASONS) == {
-        "gap", "duplicate", "stale-epoch", "orphan", "broken-session", "key-mismatch", "missing-key", "window-overflow",
-    }  # fmt: skip
+        "gap",
+        "duplicate",
+        "stale-epoch",
+        "orphan",
+        "broken-session",
+        "key-mismatch",
+        "missing-key",
+        "window-overflow",
+    }
 
 
 def test_resync_applies_a_snapshot_that_was_overtaken_but_stays_broken() -> None:

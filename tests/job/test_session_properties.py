@@ -102,7 +102,7 @@ def build_stream(
                 fault=t.fault,
                 detail=t.detail,
                 offset=offset if outcome == "ok" else None,
-            )  # fmt: skip
+            )
         )
     recipe = (
         f"seed={seed}, site_seed={site_seed}, length={length}, every={every}, rows={rows}, faults={faults}, delivery={delivery}"
@@ -361,9 +361,17 @@ def test_the_verifier_accepts_what_each_policy_writes_for_random_faulty_sessions
 # Found by Hypothesis's exploration: a reorder sent snapshot seq 2 before seq 0, its delivery was
 # indeterminate yet it arrived first, so strict joined the session there (a snapshot is the
 # whole table) and stopped at the corrupt seq 1; the verifier had called seq 2 "past the missing seq 0".
-@example(stream=build_stream(seed=0, site_seed=0, length=3, every=2, rows=1,
-                             faults=("corrupt:0.03", "reorder:0.08:k=2", "drop:0.03", "duplicate:0.03"),
-                             delivery=((0, "indeterminate-arrived"),)))  # fmt: skip
+@example(
+    stream=build_stream(
+        seed=0,
+        site_seed=0,
+        length=3,
+        every=2,
+        rows=1,
+        faults=("corrupt:0.03", "reorder:0.08:k=2", "drop:0.03", "duplicate:0.03"),
+        delivery=((0, "indeterminate-arrived"),),
+    )
+)
 def test_the_verifier_accepts_what_strict_wrote_before_it_stopped(stream: Stream) -> None:
     changes, quarantine, statuses, state = [], [], [], None
     for record in stream.records:  # one record per micro-batch: a failing batch writes nothing
@@ -391,8 +399,7 @@ def test_a_session_without_faults_shows_no_anomaly_under_any_policy(
     seed: int, length: int, every: int, pauses: list[float], policy: str
 ) -> None:
     # pauses of any length between messages (an hour included) are not late event times
-    stream = build_stream(seed=seed, site_seed=seed % 3, length=length, every=every, rows=4, faults=(),
-                          pauses=tuple(pauses))  # fmt: skip
+    stream = build_stream(seed=seed, site_seed=seed % 3, length=length, every=every, rows=4, faults=(), pauses=tuple(pauses))
     s = step(None, stream.records, policy=policy, window=4)  # type: ignore[arg-type]
     report = check(stream.ledger, *output_frames(s.changes, s.quarantine, [s.status]), policy=policy)  # type: ignore[arg-type]
     assert report.ok and report.anomalies == (), report.summary()

@@ -56,7 +56,7 @@ def ledger(*items: Message | tuple[Message, dict[str, Any]]) -> pd.DataFrame:
                 fault=fault,
                 detail=opts.get("detail"),
                 offset=offset if outcome == "ok" else None,
-            )  # fmt: skip
+            )
         )
         offset += opts.get("arrives", outcome == "ok")
     return ledger_frame(entries)
@@ -153,8 +153,9 @@ def test_a_clean_record_in_quarantine_fails() -> None:
     df = ledger(*BASE)
     changes, _, statuses = outputs(df)
     rec = arrivals(df)[1]
-    q = QuarantineRecord(topic=TOPIC, partition=0, offset=1, key=SID, value=rec.value, reason="duplicate",
-                         detail="made up", session=SID, seq=1)  # fmt: skip
+    q = QuarantineRecord(
+        topic=TOPIC, partition=0, offset=1, key=SID, value=rec.value, reason="duplicate", detail="made up", session=SID, seq=1
+    )
     report = verify(df, changes, [q], statuses)
     assert ("quarantined", 1, 1) in bad(report) and ("unexpected", 1, 1) in bad(report)  # and applied as well
 
@@ -439,8 +440,11 @@ def test_sessions_judged_apart_give_the_report_of_the_whole(policy: str) -> None
     other = "fleet-2-s0001"
     df = ledger(*with_fault(2, "drop"), *base_session(lambda *a, **k: msg(*a, session=other, **k)))
     changes, quarantine, statuses = strict_outputs(df) if policy == "strict" else outputs(df, "resync")
-    stray = step(None, [Record(TOPIC, 1, 0, "other-run-s0000", encode(msg("snapshot", 0, session="other-run-s0000", rows=[])), 0)],
-                 policy="resync")  # fmt: skip
+    stray = step(
+        None,
+        [Record(TOPIC, 1, 0, "other-run-s0000", encode(msg("snapshot", 0, session="other-run-s0000", rows=[])), 0)],
+        policy="resync",
+    )
     rows, quar, stats = output_frames([*changes, *stray.changes], quarantine, [*statuses, stray.status])
     whole = check(df, rows, quar, stats, policy=policy)  # type: ignore[arg-type]
     stop = strict_stop(strict_candidates(expected_for(df))) if policy == "strict" else None
@@ -452,7 +456,7 @@ def test_sessions_judged_apart_give_the_report_of_the_whole(policy: str) -> None
             stats[stats["session"] == sid],
             policy=policy,
             stop=stop,
-        )  # type: ignore[arg-type]  # fmt: skip
+        )  # type: ignore[arg-type]
         for sid in (other, "other-run-s0000", SID)
     ]
     assert whole.ok and whole.anomalies and whole.foreign_sessions == 1, whole.summary()

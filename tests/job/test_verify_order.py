@@ -33,11 +33,13 @@ def swapped(low: int, high: int, *, fault: str | None = Reorder.name, drop: tupl
     order[low], order[high] = order[high], order[low]
     detail = {low: {"partner_seq": high, "moved": "later"}, high: {"partner_seq": low, "moved": "earlier"}}
     return [
-        (m, {"fault": "drop"}) if m.seq in drop
-        else (m, {"fault": fault, "detail": detail[m.seq]}) if fault and m.seq in detail
+        (m, {"fault": "drop"})
+        if m.seq in drop
+        else (m, {"fault": fault, "detail": detail[m.seq]})
+        if fault and m.seq in detail
         else m
         for m in order
-    ]  # fmt: skip
+    ]
 
 
 def kinds(report, kind: str) -> list[tuple[int | None, int | None, str | None, bool]]:
@@ -112,8 +114,9 @@ def test_a_message_applied_again_later_is_duplicated_not_reordered() -> None:
 def test_a_skewed_event_time_is_late_applied_and_allowed_by_clock_skew(policy: str, skew: int, side: str) -> None:
     intended = timed()
     sent = encode(dataclasses.replace(intended[2], ts=intended[2].ts + skew))
-    df = ledger(*[(m, {"fault": ClockSkew.name, "sent": sent, "detail": {"skew_ms": skew}}) if m.seq == 2 else m
-                  for m in intended])  # fmt: skip
+    df = ledger(
+        *[(m, {"fault": ClockSkew.name, "sent": sent, "detail": {"skew_ms": skew}}) if m.seq == 2 else m for m in intended]
+    )
     report = verify(df, *outputs(df, policy), policy=policy)
     assert report.ok, report.summary()
     assert kinds(report, "late") == [(2, 2, ClockSkew.name, True)]

@@ -31,13 +31,31 @@ def faulty_lake(sandbox, spark, tmp_path_factory):
     run_id = new_run_id()
     prefix = kafka_runs.fresh_prefix()
     ledger = str(work / f"ledger-{run_id}")
-    summary = Runner(RunConfig(ledger=ledger, bootstrap=settings.endpoints().kafka_bootstrap, sites=3, sessions=2,
-                               rate=600.0, duration=6.0, snapshot_every=25, rows=12, faults=every_fault(0.03, burst_size=20),
-                               seed=5, run_id=run_id, topic_prefix=prefix)).run()  # fmt: skip
+    summary = Runner(
+        RunConfig(
+            ledger=ledger,
+            bootstrap=settings.endpoints().kafka_bootstrap,
+            sites=3,
+            sessions=2,
+            rate=600.0,
+            duration=6.0,
+            snapshot_every=25,
+            rows=12,
+            faults=every_fault(0.03, burst_size=20),
+            seed=5,
+            run_id=run_id,
+            topic_prefix=prefix,
+        )
+    ).run()
     assert summary.error is None, summary.error
     assert len([f for f, n in summary.faults.items() if n]) >= 6, summary.faults
-    cfg = job_config(settings, output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}", checkpoint=work / "ckpt",
-                     topic_prefix=prefix, trigger="available-now")  # fmt: skip
+    cfg = job_config(
+        settings,
+        output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}",
+        checkpoint=work / "ckpt",
+        topic_prefix=prefix,
+        trigger="available-now",
+    )
     queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
     pipeline.await_all(queries, timeout_s=300)
     return ledger, cfg.output
@@ -84,8 +102,24 @@ def test_a_fleet_lake_of_a_million_row_changes_verifies_with_the_default_setting
     built = fleet_lake(spark, sandbox.settings, shape, workdir=tmp_path, progress=lambda _m: None)
     assert built.rows >= 1_000_000, built
     env = {k: v for k, v in os.environ.items() if k != "OSL_VERIFY_DRIVER_MEMORY"}
-    done = subprocess.run([sys.executable, "-m", "job", "verify", "--ledger", built.ledger, "--lake", built.output,
-                           "--json", str(tmp_path / "report.json")], env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "job",
+            "verify",
+            "--ledger",
+            built.ledger,
+            "--lake",
+            built.output,
+            "--json",
+            str(tmp_path / "report.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, (done.stdout, done.stderr[-3000:])
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ok"] and report["sessions"] == sessions and report["lost"] == 0, done.stdout

@@ -105,9 +105,11 @@ def test_channel_specs_parse_or_say_which_forms_exist(tmp_path):
 
 def test_progress_json_becomes_a_batch_with_merged_kafka_end_offsets():
     progress = {
-        "name": "q", "batchId": 7, "numInputRows": 42,
+        "name": "q",
+        "batchId": 7,
+        "numInputRows": 42,
         "sources": [{"endOffset": '{"t1":{"0":10,"1":4}}'}, {"endOffset": {"t2": {"0": 3}}}, {"endOffset": "not json"}],
-    }  # fmt: skip
+    }
     event = batch_from_progress(progress, at=5.0)
     assert event == BatchCompleted(
         query="q", at=5.0, batch_id=7, input_rows=42, end_offsets={"t1": {"0": 10, "1": 4}, "t2": {"0": 3}}
@@ -116,8 +118,12 @@ def test_progress_json_becomes_a_batch_with_merged_kafka_end_offsets():
 
 def test_event_log_round_trips_and_returns_only_whole_lines(tmp_path):
     log = EventLog(tmp_path / "events.jsonl")
-    events = [QueryStarted(query="q", at=1, run_id="r", pid=42), BatchCompleted(query="q", at=2, batch_id=0, input_rows=1,
-              end_offsets={"t": {"0": 5}}), LagSample(query="q", at=3, failure="down"), QueryTerminated(query="q", at=4, error="x")]  # fmt: skip
+    events = [
+        QueryStarted(query="q", at=1, run_id="r", pid=42),
+        BatchCompleted(query="q", at=2, batch_id=0, input_rows=1, end_offsets={"t": {"0": 5}}),
+        LagSample(query="q", at=3, failure="down"),
+        QueryTerminated(query="q", at=4, error="x"),
+    ]
     for event in events:
         log.append(event)
     with log.path.open("a") as fh:
@@ -137,8 +143,16 @@ class _Broken:
 def test_watchdog_delivers_to_every_channel_and_reports_failures_without_stopping(tmp_path):
     reports: list[str] = []
     with http_endpoint(status=500) as (bad_url, _), http_endpoint() as (url, received):
-        dog = Watchdog(channels=[_Broken(), WebhookChannel(bad_url, timeout_s=2), WebhookChannel(url),
-                                 JsonLinesChannel(tmp_path / "a.jsonl")], report=reports.append, tick_s=0.05)  # fmt: skip
+        dog = Watchdog(
+            channels=[
+                _Broken(),
+                WebhookChannel(bad_url, timeout_s=2),
+                WebhookChannel(url),
+                JsonLinesChannel(tmp_path / "a.jsonl"),
+            ],
+            report=reports.append,
+            tick_s=0.05,
+        )
         with dog:
             dog.feed(QueryStarted(query="q", at=time.time()))
             dog.feed(QueryTerminated(query="q", at=time.time(), error="boom"))
@@ -158,8 +172,13 @@ def test_watchdog_samples_lag_and_ticks_into_a_stall_then_a_failing_sampler_keep
             raise ConnectionError("Kafka unreachable")
         return highs
 
-    dog = Watchdog(thresholds=Thresholds(stall_after_s=0.5, lag_records=100), high_watermarks=sampler,
-                   tick_s=0.05, lag_every_s=0.05, report=lambda _l: None)  # fmt: skip
+    dog = Watchdog(
+        thresholds=Thresholds(stall_after_s=0.5, lag_records=100),
+        high_watermarks=sampler,
+        tick_s=0.05,
+        lag_every_s=0.05,
+        report=lambda _l: None,
+    )
     with dog:
         dog.feed(QueryStarted(query="q", at=time.time()))
         dog.feed(BatchCompleted(query="q", at=time.time(), batch_id=0, input_rows=1, end_offsets={"t": {"0": 100}}))
@@ -194,8 +213,11 @@ def test_a_killed_drivers_last_batch_is_applied_before_its_death_so_only_the_res
         with dog:
             log.append(QueryStarted(query="q", at=time.time(), pid=first.pid))
             log.append(BatchCompleted(query="q", at=time.time(), batch_id=0, input_rows=5))
-            wait_for(lambda: "q" in dog.state.queries and dog.state.queries["q"].last_batch_id == 0, timeout_s=10,
-                     what="the watchdog reading the first run's first batch")  # fmt: skip
+            wait_for(
+                lambda: "q" in dog.state.queries and dog.state.queries["q"].last_batch_id == 0,
+                timeout_s=10,
+                what="the watchdog reading the first run's first batch",
+            )
             log.append(BatchCompleted(query="q", at=time.time(), batch_id=1, input_rows=5))  # its last words...
             first.kill()  # ...then SIGKILL, before the watchdog's next read
             first.wait()

@@ -49,11 +49,14 @@ def test_lag_counts_unreported_partitions_from_zero_and_names_the_worst():
 
 
 def test_query_terminated_with_an_exception_raises_one_error_alert_with_its_first_line():
-    _, alerts = run([
-        QueryStarted(query=Q, at=0), batch(5, 0),
-        QueryTerminated(query=Q, at=9, error='IntegrityError: session "s1" topic t[0] offset 3: gap\n\tat org.apache...'),
-        QueryTerminated(query=Q, at=9.5, error="the same termination reported twice"),
-    ])  # fmt: skip
+    _, alerts = run(
+        [
+            QueryStarted(query=Q, at=0),
+            batch(5, 0),
+            QueryTerminated(query=Q, at=9, error='IntegrityError: session "s1" topic t[0] offset 3: gap\n\tat org.apache...'),
+            QueryTerminated(query=Q, at=9.5, error="the same termination reported twice"),
+        ]
+    )
     assert kinds(alerts) == [(AlertKind.ERROR, None)]
     assert alerts[0].message == 'query terminated: IntegrityError: session "s1" topic t[0] offset 3: gap'
     assert alerts[0].figures["last_batch_id"] == 0 and alerts[0].at == 9
@@ -98,10 +101,15 @@ def test_a_batch_after_a_stall_raises_recovered_with_the_stall_duration():
 
 def test_lag_over_the_threshold_alerts_once_and_clears_below_the_clear_ratio():
     history = [
-        QueryStarted(query=Q, at=0), batch(1, 0, end=0), lag(2, 1500), lag(3, 2000),  # alert once
-        batch(4, 1, end=1400), lag(5, 2000),   # 600 behind: under the threshold, above threshold * 0.5
-        batch(6, 2, end=1800), lag(7, 2000),   # 200 behind: cleared
-    ]  # fmt: skip
+        QueryStarted(query=Q, at=0),
+        batch(1, 0, end=0),
+        lag(2, 1500),
+        lag(3, 2000),  # alert once
+        batch(4, 1, end=1400),
+        lag(5, 2000),  # 600 behind: under the threshold, above threshold * 0.5
+        batch(6, 2, end=1800),
+        lag(7, 2000),  # 200 behind: cleared
+    ]
     _, alerts = run(history)
     assert kinds(alerts) == [(AlertKind.LAG, None), (AlertKind.RECOVERED, "lag")]
     assert alerts[0].figures["lag_records"] == 1500 and alerts[0].figures["worst_partition"] == "t[0]"
@@ -118,8 +126,13 @@ def test_lag_must_persist_for_lag_for_s_before_alerting():
 
 
 def test_restart_after_an_error_raises_recovered_on_its_first_batch():
-    history = [QueryStarted(query=Q, at=0), batch(5, 0), QueryTerminated(query=Q, at=9, error="boom"),
-               QueryStarted(query=Q, at=20, run_id="second"), batch(30, 1)]  # fmt: skip
+    history = [
+        QueryStarted(query=Q, at=0),
+        batch(5, 0),
+        QueryTerminated(query=Q, at=9, error="boom"),
+        QueryStarted(query=Q, at=20, run_id="second"),
+        batch(30, 1),
+    ]
     _, alerts = run(history)
     assert kinds(alerts) == [(AlertKind.ERROR, None), (AlertKind.RECOVERED, "error")]
 
@@ -127,11 +140,15 @@ def test_restart_after_an_error_raises_recovered_on_its_first_batch():
 def test_queries_are_watched_separately():
     other = "ordered-sessions-raw"
     history = [
-        QueryStarted(query=Q, at=0), QueryStarted(query=other, at=0),
-        batch(5, 0), BatchCompleted(query=other, at=5, batch_id=0, input_rows=1, end_offsets={"t": {"0": 100}}),
-        lag(10, 150), LagSample(query=other, at=10, high_watermarks={"t": {"0": 150}}),
-        BatchCompleted(query=other, at=20, batch_id=1, input_rows=50, end_offsets={"t": {"0": 150}}), Tick(at=45),
-    ]  # fmt: skip
+        QueryStarted(query=Q, at=0),
+        QueryStarted(query=other, at=0),
+        batch(5, 0),
+        BatchCompleted(query=other, at=5, batch_id=0, input_rows=1, end_offsets={"t": {"0": 100}}),
+        lag(10, 150),
+        LagSample(query=other, at=10, high_watermarks={"t": {"0": 150}}),
+        BatchCompleted(query=other, at=20, batch_id=1, input_rows=50, end_offsets={"t": {"0": 150}}),
+        Tick(at=45),
+    ]
     _, alerts = run(history)
     assert [(a.kind, a.query) for a in alerts] == [(AlertKind.STALL, Q)]
 

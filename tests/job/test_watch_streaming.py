@@ -28,17 +28,30 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def _produce(settings, tmp_path, *, faults=(), duration=3.0, rate=300.0, sessions=2, prefix=None, seed=5):
     cfg = kafka_runs.run_config(
-        settings.endpoints().kafka_bootstrap, tmp_path / f"ledger-{uuid.uuid4().hex[:6]}", faults=faults, sites=1,
-        sessions=sessions, rate=rate, duration=duration, snapshot_every=25, seed=seed, run_id=new_run_id(),
+        settings.endpoints().kafka_bootstrap,
+        tmp_path / f"ledger-{uuid.uuid4().hex[:6]}",
+        faults=faults,
+        sites=1,
+        sessions=sessions,
+        rate=rate,
+        duration=duration,
+        snapshot_every=25,
+        seed=seed,
+        run_id=new_run_id(),
         **({"topic_prefix": prefix} if prefix else {}),
-    )  # fmt: skip
+    )
     return cfg, Runner(cfg)
 
 
 def _job(settings, tmp_path, prefix, **kw):
     kw.setdefault("raw_archive", False)
-    return job_config(settings, output=f"s3a://{settings.bucket}/itest/watch-{uuid.uuid4().hex[:8]}",
-                      checkpoint=tmp_path / f"ckpt-{uuid.uuid4().hex[:6]}", topic_prefix=prefix, **kw)  # fmt: skip
+    return job_config(
+        settings,
+        output=f"s3a://{settings.bucket}/itest/watch-{uuid.uuid4().hex[:8]}",
+        checkpoint=tmp_path / f"ckpt-{uuid.uuid4().hex[:6]}",
+        topic_prefix=prefix,
+        **kw,
+    )
 
 
 def _dog(settings, prefix, tmp_path, url, **thresholds):
@@ -122,20 +135,58 @@ def test_job_watch_cli_reports_a_killed_driver(sandbox, tmp_path):
     events = checkpoint / "events.jsonl"
     env = dict(os.environ)
     job = subprocess.Popen(
-        [sys.executable, "-m", "job", "run", "--topic-prefix", producer.topic_prefix, "--checkpoint", str(checkpoint),
-         "--output", f"s3a://{settings.bucket}/itest/watch-cli-{uuid.uuid4().hex[:8]}", "--trigger", "1 second"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "job",
+            "run",
+            "--topic-prefix",
+            producer.topic_prefix,
+            "--checkpoint",
+            str(checkpoint),
+            "--output",
+            f"s3a://{settings.bucket}/itest/watch-cli-{uuid.uuid4().hex[:8]}",
+            "--trigger",
+            "1 second",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     alerts = tmp_path / "cli-alerts.jsonl"
     with http_endpoint() as (url, received):
         watcher = subprocess.Popen(
-            [sys.executable, "-m", "job", "watch", "--events", str(events), "--topic-prefix", producer.topic_prefix,
-             "--notify", f"jsonl:{alerts}", "--notify", f"webhook:{url}", "--notify", "stderr", "--stall-after", "600"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "job",
+                "watch",
+                "--events",
+                str(events),
+                "--topic-prefix",
+                producer.topic_prefix,
+                "--notify",
+                f"jsonl:{alerts}",
+                "--notify",
+                f"webhook:{url}",
+                "--notify",
+                "stderr",
+                "--stall-after",
+                "600",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
-            wait_for(lambda: events.exists() and '"BatchCompleted"' in events.read_text(), timeout_s=240,
-                     what="the job's first batch in its event log", abort=lambda: job.poll() is not None and "the job exited")  # fmt: skip
+            wait_for(
+                lambda: events.exists() and '"BatchCompleted"' in events.read_text(),
+                timeout_s=240,
+                what="the job's first batch in its event log",
+                abort=lambda: job.poll() is not None and "the job exited",
+            )
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
             wait_for(lambda: alerts.exists() and alerts.read_text().strip(), timeout_s=60, what="an alert from job watch")

@@ -57,7 +57,7 @@ def ledger(*rows: Message | tuple[Message, dict[str, Any]]) -> pd.DataFrame:
                 fault=fault,
                 detail=opts.get("detail"),
                 offset=i if outcome == "ok" else None,
-            )  # fmt: skip
+            )
         )
     return ledger_frame(entries)
 
@@ -333,7 +333,7 @@ def test_on_a_generated_session_every_fault_is_covered_and_the_final_table_is_th
                     sent=t.value,
                     fault=t.fault,
                     detail=t.detail,
-                )  # fmt: skip
+                )
             )
     s = expected_sessions(ledger_frame(entries))[d.id]
     assert s.final_rows == site.table

@@ -46,8 +46,16 @@ def test_a_fault_excuses_exactly_what_its_definition_says(name):
 
 
 def test_the_derived_sets_hold_exactly_these_faults():
-    assert set(STRICT_STOPPING) == {"drop", "duplicate", "reorder", "corrupt", "schema-drift", "orphan-update",
-                                    "silent-divergence", "oversized"}  # fmt: skip
+    assert set(STRICT_STOPPING) == {
+        "drop",
+        "duplicate",
+        "reorder",
+        "corrupt",
+        "schema-drift",
+        "orphan-update",
+        "silent-divergence",
+        "oversized",
+    }
     assert set(BAD_RECORD) == {"corrupt", "schema-drift", "oversized"}
     assert set(CLEAN_SNAPSHOT) == {"epoch-reset", "clock-skew", "burst"}
     assert set(CLEAN_FAULTS) == {None, "epoch-reset", "clock-skew", "burst"}

@@ -493,13 +493,39 @@ def test_faults_that_damage_the_table_open_windows_to_the_next_snapshot() -> Non
     assert {n for n, cls in FAULTS.items() if cls.info.window == "to-next-snapshot"} == damaging
     assert set(CLEAN_SNAPSHOT) == {"epoch-reset", "clock-skew", "burst"}
     assert {n: cls.info.window for n, cls in FAULTS.items() if n not in damaging} == {
-        "epoch-reset": "message", "clock-skew": "message", "crash": "to-end", "burst": "none",
-    }  # fmt: skip
-    classes = (Drop, Duplicate, Reorder, Corrupt, SchemaDrift, OrphanUpdate, EpochReset, SilentDivergence,
-               Oversized, ClockSkew, Crash, Burst)  # fmt: skip
-    assert [c.name for c in classes] == ["drop", "duplicate", "reorder", "corrupt", "schema-drift", "orphan-update",
-                                         "epoch-reset", "silent-divergence", "oversized", "clock-skew", "crash",
-                                         "burst"]  # fmt: skip
+        "epoch-reset": "message",
+        "clock-skew": "message",
+        "crash": "to-end",
+        "burst": "none",
+    }
+    classes = (
+        Drop,
+        Duplicate,
+        Reorder,
+        Corrupt,
+        SchemaDrift,
+        OrphanUpdate,
+        EpochReset,
+        SilentDivergence,
+        Oversized,
+        ClockSkew,
+        Crash,
+        Burst,
+    )
+    assert [c.name for c in classes] == [
+        "drop",
+        "duplicate",
+        "reorder",
+        "corrupt",
+        "schema-drift",
+        "orphan-update",
+        "epoch-reset",
+        "silent-divergence",
+        "oversized",
+        "clock-skew",
+        "crash",
+        "burst",
+    ]
 
 
 def test_every_fault_has_the_apply_step_of_its_stage() -> None:

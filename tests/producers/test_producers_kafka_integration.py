@@ -82,9 +82,18 @@ def read_all(bootstrap: str, prefix: str, deadline_s: float = 60.0) -> list[tupl
 
 def test_a_faulty_run_lands_in_kafka_exactly_as_the_ledger_says(bootstrap: str, tmp_path: Path) -> None:
     cfg, summary = produce(
-        bootstrap, tmp_path / "ledger", faults=FAULTS, sites=2, join=1, sessions=2, rate=1500.0, duration=20.0,
-        session_length=400, snapshot_every=100, seed=7,
-    )  # fmt: skip
+        bootstrap,
+        tmp_path / "ledger",
+        faults=FAULTS,
+        sites=2,
+        join=1,
+        sessions=2,
+        rate=1500.0,
+        duration=20.0,
+        session_length=400,
+        snapshot_every=100,
+        seed=7,
+    )
     prefix = cfg.topic_prefix
     assert summary.stopped == "completed", summary.text()
     df = read_ledger(cfg.ledger)
@@ -159,9 +168,7 @@ def test_a_ledger_can_live_in_the_sandboxs_object_storage(sandbox, bootstrap: st
     st = sandbox.settings
     s3 = S3Target(endpoint=st.endpoints().s3_endpoint, access_key=st.s3_access_key, secret_key=st.s3_secret_key)
     location = f"s3a://{st.bucket}/itest-ledgers/{uuid.uuid4().hex[:8]}"
-    _, summary = produce(
-        bootstrap, location, faults=["drop:at=5"], s3=s3, sites=1, sessions=1, session_length=50, rows=10
-    )  # fmt: skip
+    _, summary = produce(bootstrap, location, faults=["drop:at=5"], s3=s3, sites=1, sessions=1, session_length=50, rows=10)
     df = read_ledger(location, s3=s3)
     assert len(df) == summary.rows == 51
     assert df.attrs["run"]["faults"] == ["drop:1.0:at=5"]

@@ -12,10 +12,14 @@ from producers.kafka import _wait_for_leaders
 
 
 def _meta(leaders: dict[str, list[int]]):
-    return SimpleNamespace(topics={
-        t: SimpleNamespace(error=None, partitions={i: SimpleNamespace(leader=leader, error=None) for i, leader in enumerate(ls)})
-        for t, ls in leaders.items()
-    })  # fmt: skip
+    return SimpleNamespace(
+        topics={
+            t: SimpleNamespace(
+                error=None, partitions={i: SimpleNamespace(leader=leader, error=None) for i, leader in enumerate(ls)}
+            )
+            for t, ls in leaders.items()
+        }
+    )
 
 
 class _Admin:

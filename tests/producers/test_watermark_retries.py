@@ -22,8 +22,12 @@ class _Consumer:
         errors = list(self.topic_error or [])
         error = KafkaError(errors.pop(0)) if errors else None
         self.topic_error = errors
-        return SimpleNamespace(topics={"fleet-a": SimpleNamespace(error=error, partitions={0: None}),
-                                       "other": SimpleNamespace(error=None, partitions={0: None})})  # fmt: skip
+        return SimpleNamespace(
+            topics={
+                "fleet-a": SimpleNamespace(error=error, partitions={0: None}),
+                "other": SimpleNamespace(error=None, partitions={0: None}),
+            }
+        )
 
     def get_watermark_offsets(self, tp, timeout, cached):
         assert tp.topic == "fleet-a"

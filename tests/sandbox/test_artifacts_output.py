@@ -33,17 +33,27 @@ def test_the_resolver_counts_as_moving_while_it_finds_dependencies_before_any_do
 
 
 def test_a_failure_returns_the_last_lines_for_the_error_message(tmp_path):
-    count, tail = _run_streaming(_script("UNRESOLVED DEPENDENCIES", status=1), lambda _: None, _ivy_download,
-                                 label="g:a:1", unit="jars", log=tmp_path / "x.log")  # fmt: skip
+    count, tail = _run_streaming(
+        _script("UNRESOLVED DEPENDENCIES", status=1),
+        lambda _: None,
+        _ivy_download,
+        label="g:a:1",
+        unit="jars",
+        log=tmp_path / "x.log",
+    )
     assert count == 0 and tail == ["UNRESOLVED DEPENDENCIES"]
 
 
 def test_a_long_step_says_how_far_it_got_on_each_heartbeat(tmp_path):
     # the child runs until the test has seen a heartbeat that counts its one download (or 60 s)
     seen = tmp_path / "seen"
-    child = [sys.executable, "-c", "import pathlib, sys, time\nprint('downloading r/a.jar', flush=True)\n"
-             f"deadline = time.monotonic() + 60\nwhile not pathlib.Path({str(seen)!r}).exists():\n"
-             "    if time.monotonic() > deadline: sys.exit(3)\n    time.sleep(0.05)"]  # fmt: skip
+    child = [
+        sys.executable,
+        "-c",
+        "import pathlib, sys, time\nprint('downloading r/a.jar', flush=True)\n"
+        f"deadline = time.monotonic() + 60\nwhile not pathlib.Path({str(seen)!r}).exists():\n"
+        "    if time.monotonic() > deadline: sys.exit(3)\n    time.sleep(0.05)",
+    ]
     shown: list[str] = []
 
     def progress(line: str) -> None:
@@ -51,8 +61,9 @@ def test_a_long_step_says_how_far_it_got_on_each_heartbeat(tmp_path):
         if "1 jars downloaded so far" in line:
             seen.touch()
 
-    _, tail = _run_streaming(child, progress, _ivy_download, label="g:a:1", unit="jars downloaded",
-                             log=tmp_path / "x.log", heartbeat_s=0.2)  # fmt: skip
+    _, tail = _run_streaming(
+        child, progress, _ivy_download, label="g:a:1", unit="jars downloaded", log=tmp_path / "x.log", heartbeat_s=0.2
+    )
     assert tail is None, "no heartbeat counted the download within 60 s"
     assert shown and all(line.startswith("[artifacts]   g:a:1: ") for line in shown)
 

@@ -34,8 +34,10 @@ def test_the_jupyter_container_gets_an_attached_sandbox_with_host_links():
     e = sb.endpoints()
     # what the job uses: names inside the compose network
     assert (e.kafka_bootstrap, e.s3_endpoint, e.spark_master) == (
-        "kafka:19092", "http://minio:9000", "spark://spark-master:7077",
-    )  # fmt: skip
+        "kafka:19092",
+        "http://minio:9000",
+        "spark://spark-master:7077",
+    )
     # what a browser on the host opens: the published ports, moved by the offset
     assert e.spark_master_ui == "http://127.0.0.1:38080"
     assert e.s3_console == "http://127.0.0.1:39001"

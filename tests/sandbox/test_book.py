@@ -136,25 +136,33 @@ def _build(root: Path, out: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_site_renders_the_readme_and_docs_beside_the_chapters_with_one_sidebar(tmp_path):
-    root = _checkout(tmp_path / "checkout", {
-        "README.md": "# The lab\n\nRead [the docs](docs/README.md) and [chapter 41](notebooks/41-good.ipynb#top).\n",
-        "docs/README.md": "# Documentation\n\n[Ops](operations.md), then [the first decision]"
-                          "(decisions/0001-x.md#the-choice-1-ms-why); back to the [README](../README.md).\n",
-        "docs/a-guide.md": "# A guide: not in the index\n",
-        "docs/operations.md": "# Operations: running it\n\nThe setting is in [`job/config.py`](../job/config.py), "
-                              "read by [its loader](../job/config.py#L3).\n\n## Repair & replay\n",
-        "docs/decisions/0001-x.md": "# 0001. X: one ms\n\n## The choice: 1 ms (why?)\n\n"
-                                    "As [the ops guide](../operations.md#repair--replay) says.\n",
-        "job/config.py": "X = 1\n",
-    })  # fmt: skip
+    root = _checkout(
+        tmp_path / "checkout",
+        {
+            "README.md": "# The lab\n\nRead [the docs](docs/README.md) and [chapter 41](notebooks/41-good.ipynb#top).\n",
+            "docs/README.md": "# Documentation\n\n[Ops](operations.md), then [the first decision]"
+            "(decisions/0001-x.md#the-choice-1-ms-why); back to the [README](../README.md).\n",
+            "docs/a-guide.md": "# A guide: not in the index\n",
+            "docs/operations.md": "# Operations: running it\n\nThe setting is in [`job/config.py`](../job/config.py), "
+            "read by [its loader](../job/config.py#L3).\n\n## Repair & replay\n",
+            "docs/decisions/0001-x.md": "# 0001. X: one ms\n\n## The choice: 1 ms (why?)\n\n"
+            "As [the ops guide](../operations.md#repair--replay) says.\n",
+            "job/config.py": "X = 1\n",
+        },
+    )
     out = tmp_path / "book"
     run = _build(root, out)
     assert run.returncode == 0, run
     assert run.stdout.splitlines()[-1].startswith("book: 1 chapters and 5 docs pages in ")
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html")) == [
-        "41-good.html", "README.html", "docs/README.html", "docs/a-guide.html", "docs/decisions/0001-x.html",
-        "docs/operations.html", "index.html",
-    ]  # fmt: skip
+        "41-good.html",
+        "README.html",
+        "docs/README.html",
+        "docs/a-guide.html",
+        "docs/decisions/0001-x.html",
+        "docs/operations.html",
+        "index.html",
+    ]
     # the sidebar: the chapters, the README, the docs' index, the guides as the index lists them (then
     # the rest), the decisions folded; each link relative to the page, this page marked
     decision = out.joinpath("docs/decisions/0001-x.html").read_text()
@@ -181,9 +189,11 @@ def test_the_site_renders_the_readme_and_docs_beside_the_chapters_with_one_sideb
     assert "<title>0001. X: one ms · ordered-stream-lab</title>" in decision
     assert '<h2 id="the-choice-1-ms-why">The choice: 1 ms (why?)</h2>' in decision  # GitHub's id
     assert '<a href="../operations.html#repair--replay">the ops guide</a>' in decision
-    for page, link in [("index.html", '<li><a href="docs/decisions/0001-x.html">0001. X</a></li>'),
-                       ("41-good.html", '<li><a href="docs/decisions/0001-x.html">0001. X</a></li>'),
-                       ("README.html", '<li><a href="README.html" aria-current="page">README</a></li>')]:  # fmt: skip
+    for page, link in [
+        ("index.html", '<li><a href="docs/decisions/0001-x.html">0001. X</a></li>'),
+        ("41-good.html", '<li><a href="docs/decisions/0001-x.html">0001. X</a></li>'),
+        ("README.html", '<li><a href="README.html" aria-current="page">README</a></li>'),
+    ]:
         assert link in out.joinpath(page).read_text(), page
     assert "<details><summary>Decisions</summary>" in out.joinpath("index.html").read_text()  # folded elsewhere
     assert '<a href="README.html">README</a>' in out.joinpath("index.html").read_text()  # the way in
@@ -196,17 +206,22 @@ def test_the_site_renders_the_readme_and_docs_beside_the_chapters_with_one_sideb
     assert '<a href="../README.html">README</a>' in index
     operations = out.joinpath("docs/operations.html").read_text()
     # a source file is not in the site: its path, unlinked
-    assert 'The setting is in <code class="osl-file">job/config.py</code>, read by its loader ' \
-           '(<code class="osl-file">job/config.py</code>).' in operations  # fmt: skip
+    assert (
+        'The setting is in <code class="osl-file">job/config.py</code>, read by its loader '
+        '(<code class="osl-file">job/config.py</code>).' in operations
+    )
     assert '<h2 id="repair--replay">Repair &amp; replay</h2>' in operations
 
 
 def test_a_broken_docs_link_fails_the_build_naming_its_page_link_and_what_is_missing(tmp_path):
-    root = _checkout(tmp_path / "checkout", {
-        "README.md": "# The lab\n\nSee [gone](docs/gone.md).\n",
-        "docs/guide.md": "# Guide\n\n[a heading](../README.md#nowhere), [the code](../job/missing.py), "
-                         "[here](#guide), [there](#elsewhere).\n",
-    })  # fmt: skip
+    root = _checkout(
+        tmp_path / "checkout",
+        {
+            "README.md": "# The lab\n\nSee [gone](docs/gone.md).\n",
+            "docs/guide.md": "# Guide\n\n[a heading](../README.md#nowhere), [the code](../job/missing.py), "
+            "[here](#guide), [there](#elsewhere).\n",
+        },
+    )
     out = tmp_path / "book"
     run = _build(root, out)
     assert run.returncode == 2, run
@@ -223,38 +238,55 @@ def test_a_broken_docs_link_fails_the_build_naming_its_page_link_and_what_is_mis
 # The recorded workbook as its chapters are written: each title (its first heading) and the
 # verdict its closing cell prints (chapter 10 prints what its run measured, so a pattern).
 WORKBOOK = {
-    "00-tour.ipynb": ("00 · A tour of the sandbox",
-                      "tour complete: Kafka, MinIO and the Spark cluster all did real work"),
-    "01-snapshot-update-producers.ipynb": ("1 · Snapshot/update producers",
-                                           "ledger and Kafka agree: every ok row is one record at its offset, "
-                                           "and nothing else of this run is there"),
-    "02-the-stateful-job.ipynb": ("02 · The ordered stateful job",
-                                  "chapter complete: the lake matches the ledger within what the faults allow"),
-    "03-checkpoints-and-delivery.ipynb": ("03 · Checkpoints and delivery semantics",
-                                          "chapter complete: a driver killed between the logs lost nothing and "
-                                          "duplicated nothing the sink let through"),
-    "04-environmental-failures.ipynb": ("04 · Environmental failures",
-                                        "chapter complete: five environmental faults, output flowing again after "
-                                        "each, the alerts a human needs, and a lake that matches the ledger"),
-    "05-backlog-and-memory.ipynb": ("05 · Backlog and memory",
-                                    "chapter complete: a capped catch-up that the arithmetic foresaw, a state store "
-                                    "that expires idle sessions, and a lake that matches the ledger"),
-    "06-data-integrity.ipynb": ("06 · Data integrity under each policy",
-                                "chapter complete: every fault under every policy verified; resync's loss bounded "
-                                "by the snapshot interval"),
-    "07-kafka-data-loss.ipynb": ("07 · Kafka data loss",
-                                 "chapter complete: Kafka's loss was detected, named, bounded by the next snapshot, "
-                                 "and verified"),
-    "08-the-metadata-trap.ipynb": ("08 · The metadata trap, and the way back",
-                                   "chapter complete: the repaired lake matches the ledger"),
-    "09-backfill-from-the-lake.ipynb": ("09 · Backfill from the lake",
-                                        "chapter complete: the lake rebuilt the output the broker could no longer give"),
-    "10-recovery-benchmark.ipynb": ("10 · The recovery benchmark",
-                                    re.compile(r"chapter complete: nothing lost; every failure recovered before the next; "
-                                               r"with its process killed, ((the job|the baseline) was back to normal "
-                                               r"throughput sooner|both were back to normal throughput in the same time) "
-                                               r"\(the job in \d+ s, the baseline in \d+ s\)")),
-}  # fmt: skip
+    "00-tour.ipynb": ("00 · A tour of the sandbox", "tour complete: Kafka, MinIO and the Spark cluster all did real work"),
+    "01-snapshot-update-producers.ipynb": (
+        "1 · Snapshot/update producers",
+        "ledger and Kafka agree: every ok row is one record at its offset, and nothing else of this run is there",
+    ),
+    "02-the-stateful-job.ipynb": (
+        "02 · The ordered stateful job",
+        "chapter complete: the lake matches the ledger within what the faults allow",
+    ),
+    "03-checkpoints-and-delivery.ipynb": (
+        "03 · Checkpoints and delivery semantics",
+        "chapter complete: a driver killed between the logs lost nothing and duplicated nothing the sink let through",
+    ),
+    "04-environmental-failures.ipynb": (
+        "04 · Environmental failures",
+        "chapter complete: five environmental faults, output flowing again after "
+        "each, the alerts a human needs, and a lake that matches the ledger",
+    ),
+    "05-backlog-and-memory.ipynb": (
+        "05 · Backlog and memory",
+        "chapter complete: a capped catch-up that the arithmetic foresaw, a state store "
+        "that expires idle sessions, and a lake that matches the ledger",
+    ),
+    "06-data-integrity.ipynb": (
+        "06 · Data integrity under each policy",
+        "chapter complete: every fault under every policy verified; resync's loss bounded by the snapshot interval",
+    ),
+    "07-kafka-data-loss.ipynb": (
+        "07 · Kafka data loss",
+        "chapter complete: Kafka's loss was detected, named, bounded by the next snapshot, and verified",
+    ),
+    "08-the-metadata-trap.ipynb": (
+        "08 · The metadata trap, and the way back",
+        "chapter complete: the repaired lake matches the ledger",
+    ),
+    "09-backfill-from-the-lake.ipynb": (
+        "09 · Backfill from the lake",
+        "chapter complete: the lake rebuilt the output the broker could no longer give",
+    ),
+    "10-recovery-benchmark.ipynb": (
+        "10 · The recovery benchmark",
+        re.compile(
+            r"chapter complete: nothing lost; every failure recovered before the next; "
+            r"with its process killed, ((the job|the baseline) was back to normal "
+            r"throughput sooner|both were back to normal throughput in the same time) "
+            r"\(the job in \d+ s, the baseline in \d+ s\)"
+        ),
+    ),
+}
 
 
 def _recorded_seconds(name: str) -> int:

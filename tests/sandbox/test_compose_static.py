@@ -44,9 +44,12 @@ HEALTHCHECK = ROOT / "docker" / "healthcheck.py"
 
 def make_settings(tmp_path: Path, *, offset: int = 0, **overrides: object) -> Settings:
     return Settings(
-        state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", backend="compose",
-        ports=Ports().shifted(offset), **overrides,  # type: ignore[arg-type]
-    )  # fmt: skip
+        state_dir=tmp_path / "state",
+        cache_dir=tmp_path / "cache",
+        backend="compose",
+        ports=Ports().shifted(offset),
+        **overrides,  # type: ignore[arg-type]
+    )
 
 
 def test_ensure_compose_plugin_script_is_valid_bash():
@@ -180,8 +183,12 @@ def test_every_osl_variable_compose_reads_is_documented_in_env_example():
     # ComposeBackend passes everything but the token, the build uid, the mirror and the CA bundle
     # (those two when set) from Settings and versions.py.
     assert set(used) - set(compose_environment(make_settings(Path("/tmp")))) == {
-        "OSL_JUPYTER_TOKEN", "OSL_UID", "OSL_MAVEN_REPO", "OSL_BUILD_CA_BUNDLE", "OSL_DOCKER_SOCKET",
-    }  # fmt: skip
+        "OSL_JUPYTER_TOKEN",
+        "OSL_UID",
+        "OSL_MAVEN_REPO",
+        "OSL_BUILD_CA_BUNDLE",
+        "OSL_DOCKER_SOCKET",
+    }
 
 
 def test_files_the_image_copies_exist_and_pass_dockerignore():
@@ -377,10 +384,20 @@ def test_pause_runs_docker_compose_pause_on_the_project_file(backend, fake_docke
     fake_docker.ps = _record()
     backend.pause("kafka")
     pause = [argv for argv in fake_docker.calls if "pause" in argv]
-    assert pause == [[
-        "docker", "compose", "--project-name", "ordered-stream-lab", "--file", str(COMPOSE_FILE),
-        "--project-directory", str(ROOT), "pause", "kafka",
-    ]]  # fmt: skip
+    assert pause == [
+        [
+            "docker",
+            "compose",
+            "--project-name",
+            "ordered-stream-lab",
+            "--file",
+            str(COMPOSE_FILE),
+            "--project-directory",
+            str(ROOT),
+            "pause",
+            "kafka",
+        ]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -430,11 +447,12 @@ def test_down_keeps_volumes_and_reset_deletes_the_data_but_not_the_learner_s_wor
     fake_docker.volumes = [f"ordered-stream-lab_{v}" for v in ("kafka-data", "minio-data", "workbook")]
     backend.reset()
     assert fake_docker.compose_calls() == [
-        ["unpause", "minio"], ["down", "--remove-orphans"],
-        ["unpause", "minio"], ["down", "--remove-orphans"],
-    ]  # fmt: skip
-    assert fake_docker.calls[-1] == ["docker", "volume", "rm", "ordered-stream-lab_kafka-data",
-                                     "ordered-stream-lab_minio-data"]  # fmt: skip
+        ["unpause", "minio"],
+        ["down", "--remove-orphans"],
+        ["unpause", "minio"],
+        ["down", "--remove-orphans"],
+    ]
+    assert fake_docker.calls[-1] == ["docker", "volume", "rm", "ordered-stream-lab_kafka-data", "ordered-stream-lab_minio-data"]
 
 
 def test_logs_asks_compose_for_the_tail_of_one_service(backend, fake_docker):

@@ -57,9 +57,15 @@ class Engine:
 
 @pytest.fixture
 def engine(tmp_path):
-    state = Engine([box("c-kafka", "kafka"), box("c-w1", "spark-worker-1"), box("c-jup", "jupyter"),
-                    box("c-other", "spark-worker-1", project="someone-else"),
-                    box("c-run", "kafka", oneoff="True")])  # fmt: skip
+    state = Engine(
+        [
+            box("c-kafka", "kafka"),
+            box("c-w1", "spark-worker-1"),
+            box("c-jup", "jupyter"),
+            box("c-other", "spark-worker-1", project="someone-else"),
+            box("c-run", "kafka", oneoff="True"),
+        ]
+    )
     sock = str(tmp_path / "docker.sock")
 
     class Handler(BaseHTTPRequestHandler):
@@ -103,11 +109,14 @@ def test_own_project_comes_from_the_container_s_own_labels(engine):
     assert fault_service.own_project(fault_service.Docker(engine.socket), hostname="c-kafka") == PROJECT
 
 
-@pytest.mark.parametrize(("action", "path", "query"), [
-    ("kill", "/containers/c-w1/kill", {"signal": "SIGKILL"}),
-    ("pause", "/containers/c-w1/pause", {}),
-    ("restart", "/containers/c-w1/restart", {"t": "10"}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("action", "path", "query"),
+    [
+        ("kill", "/containers/c-w1/kill", {"signal": "SIGKILL"}),
+        ("pause", "/containers/c-w1/pause", {}),
+        ("restart", "/containers/c-w1/restart", {"t": "10"}),
+    ],
+)
 def test_each_action_reaches_only_this_project_s_container(engine, action, path, query):
     faults = fault_service.Faults(fault_service.Docker(engine.socket), PROJECT)
     faults.act("spark-worker-1", action)

@@ -48,10 +48,13 @@ def batch_from_progress(progress: dict[str, Any], *, at: float, query: str | Non
     of every Kafka source merged (:func:`job.spark.query_progress.reached`), and the trigger's
     start from its ``timestamp`` (ISO 8601, UTC)."""
     return BatchCompleted(
-        query=query or progress.get("name") or str(progress.get("id")), at=at, batch_id=int(progress["batchId"]),
-        input_rows=int(progress.get("numInputRows") or 0), end_offsets=reached(progress),
+        query=query or progress.get("name") or str(progress.get("id")),
+        at=at,
+        batch_id=int(progress["batchId"]),
+        input_rows=int(progress.get("numInputRows") or 0),
+        end_offsets=reached(progress),
         started_at=_epoch(progress.get("timestamp")),
-    )  # fmt: skip
+    )
 
 
 def _epoch(timestamp: object) -> float | None:

@@ -248,11 +248,26 @@ def _on_batch(state: WatchState, event: BatchCompleted, watch: QueryWatch, th: T
     alerts: list[Alert] = []
     if watch.stalled_since is not None:
         stalled = event.at - watch.stalled_since
-        alerts.append(_alert(AlertKind.RECOVERED, event, f"batch {event.batch_id} completed after a stall of {stalled:.0f} s",
-                             cleared="stall", batch_id=event.batch_id, stalled_s=round(stalled, 1)))  # fmt: skip
+        alerts.append(
+            _alert(
+                AlertKind.RECOVERED,
+                event,
+                f"batch {event.batch_id} completed after a stall of {stalled:.0f} s",
+                cleared="stall",
+                batch_id=event.batch_id,
+                stalled_s=round(stalled, 1),
+            )
+        )
     if watch.failed:
-        alerts.append(_alert(AlertKind.RECOVERED, event, f"restarted query completed batch {event.batch_id}",
-                             cleared="error", batch_id=event.batch_id))  # fmt: skip
+        alerts.append(
+            _alert(
+                AlertKind.RECOVERED,
+                event,
+                f"restarted query completed batch {event.batch_id}",
+                cleared="error",
+                batch_id=event.batch_id,
+            )
+        )
     ends = event.end_offsets or watch.end_offsets
     waiting_since = None
     lag = watch.lag
@@ -260,9 +275,16 @@ def _on_batch(state: WatchState, event: BatchCompleted, watch: QueryWatch, th: T
         lag = lag_of(ends, watch.high_watermarks)[0]
         waiting_since = event.at if lag > 0 else None
     new = dataclasses.replace(
-        watch, active=True, last_batch_id=event.batch_id, last_batch_at=event.at, end_offsets=ends, lag=lag,
-        waiting_since=waiting_since, stalled_since=None, failed=False,
-    )  # fmt: skip
+        watch,
+        active=True,
+        last_batch_id=event.batch_id,
+        last_batch_at=event.at,
+        end_offsets=ends,
+        lag=lag,
+        waiting_since=waiting_since,
+        stalled_since=None,
+        failed=False,
+    )
     return state.with_query(event.query, new), tuple(alerts)
 
 
@@ -283,17 +305,39 @@ def _on_lag(state: WatchState, event: LagSample, watch: QueryWatch, th: Threshol
     lagging = watch.lagging
     if not lagging and above_since is not None and event.at - above_since >= th.lag_for_s and watch.active:
         lagging = True
-        alerts.append(_alert(AlertKind.LAG, event, f"{lag} records behind Kafka (threshold {th.lag_records}); worst {worst} {worst_lag} behind",
-                             lag_records=lag, threshold=th.lag_records, worst_partition=worst, worst_lag=worst_lag,
-                             last_batch_id=watch.last_batch_id))  # fmt: skip
+        alerts.append(
+            _alert(
+                AlertKind.LAG,
+                event,
+                f"{lag} records behind Kafka (threshold {th.lag_records}); worst {worst} {worst_lag} behind",
+                lag_records=lag,
+                threshold=th.lag_records,
+                worst_partition=worst,
+                worst_lag=worst_lag,
+                last_batch_id=watch.last_batch_id,
+            )
+        )
     elif lagging and lag <= th.lag_records * th.clear_ratio:
         lagging = False
-        alerts.append(_alert(AlertKind.RECOVERED, event, f"lag down to {lag} records (threshold {th.lag_records})",
-                             cleared="lag", lag_records=lag, threshold=th.lag_records))  # fmt: skip
+        alerts.append(
+            _alert(
+                AlertKind.RECOVERED,
+                event,
+                f"lag down to {lag} records (threshold {th.lag_records})",
+                cleared="lag",
+                lag_records=lag,
+                threshold=th.lag_records,
+            )
+        )
     new = dataclasses.replace(
-        watch, high_watermarks=event.high_watermarks, lag=lag, lag_failure=None, waiting_since=waiting,
-        lag_above_since=above_since, lagging=lagging,
-    )  # fmt: skip
+        watch,
+        high_watermarks=event.high_watermarks,
+        lag=lag,
+        lag_failure=None,
+        waiting_since=waiting,
+        lag_above_since=above_since,
+        lagging=lagging,
+    )
     return state.with_query(event.query, new), tuple(alerts)
 
 
@@ -304,8 +348,14 @@ def _on_terminated(state: WatchState, event: QueryTerminated, watch: QueryWatch)
     if event.error is None:
         return state.with_query(event.query, new), ()
     first_line = event.error.strip().splitlines()[0] if event.error.strip() else "(no message)"
-    alert = _alert(AlertKind.ERROR, event, f"query terminated: {first_line[:500]}",
-                   error=event.error[:4000], last_batch_id=watch.last_batch_id, lag_records=watch.lag)  # fmt: skip
+    alert = _alert(
+        AlertKind.ERROR,
+        event,
+        f"query terminated: {first_line[:500]}",
+        error=event.error[:4000],
+        last_batch_id=watch.last_batch_id,
+        lag_records=watch.lag,
+    )
     return state.with_query(event.query, new), (alert,)
 
 
@@ -320,11 +370,18 @@ def _check_stall(name: str, watch: QueryWatch, now: float, th: Thresholds) -> tu
     why = f"Kafka did not answer ({watch.lag_failure})" if watch.lag_failure else f"{watch.lag} records waiting"
     last = "no batch yet" if watch.last_batch_id is None else f"last batch {watch.last_batch_id}"
     alert = Alert(
-        kind=AlertKind.STALL, query=name, at=now,
+        kind=AlertKind.STALL,
+        query=name,
+        at=now,
         message=f"no batch completed for {waited:.0f} s while input waits: {why}; {last} (threshold {th.stall_after_s:g} s)",
-        figures={"no_progress_s": round(waited, 1), "threshold_s": th.stall_after_s, "lag_records": lag,
-                 "last_batch_id": watch.last_batch_id, "kafka_failure": watch.lag_failure},
-    )  # fmt: skip
+        figures={
+            "no_progress_s": round(waited, 1),
+            "threshold_s": th.stall_after_s,
+            "lag_records": lag,
+            "last_batch_id": watch.last_batch_id,
+            "kafka_failure": watch.lag_failure,
+        },
+    )
     return dataclasses.replace(watch, stalled_since=since), (alert,)
 
 

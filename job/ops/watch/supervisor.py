@@ -128,8 +128,7 @@ class Watchdog:
     def state(self) -> WatchState:
         return self._state
 
-    def wait_for(self, kind: AlertKind | str, *, query: str | None = None, timeout_s: float = 60.0,
-                 after: int = 0) -> Alert:  # fmt: skip
+    def wait_for(self, kind: AlertKind | str, *, query: str | None = None, timeout_s: float = 60.0, after: int = 0) -> Alert:
         """Block until an alert of ``kind`` (for ``query``, if given) is raised, the
         ``after``-th alert or later; raise TimeoutError naming what was seen instead."""
         deadline = time.monotonic() + timeout_s
@@ -242,8 +241,11 @@ class Watchdog:
     def _vanished(self, query: str, pid: int, *, at: float) -> None:
         watch = self._state.queries.get(query)
         if self._pids.get(query) == pid and watch is not None and watch.active:
-            self._apply(QueryTerminated(query=query, at=at,
-                                        error=f"driver process {pid} is gone without a termination event (killed, or crashed)"))  # fmt: skip
+            self._apply(
+                QueryTerminated(
+                    query=query, at=at, error=f"driver process {pid} is gone without a termination event (killed, or crashed)"
+                )
+            )
 
     def _sample(self) -> None:
         assert self._high_watermarks is not None
