@@ -647,7 +647,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
         args.partitions = [int(x) for x in args.partitions.split(",") if x.strip()]
         args.live_input_tasks = [int(x) for x in args.live_input_tasks.split(",") if x.strip()] or [None]
     except ValueError as exc:
-        parser.error(f"--shapes, --caps, --partitions, --live-input-tasks: {exc}")
+        parser.error(f"--shape, --shapes, --caps, --partitions, --live-input-tasks: {exc}")
     archive = {"off": False, "on": True}
     if any(x.strip() not in archive for x in args.live_archive.split(",")):
         parser.error(f"--live-archive {args.live_archive!r}: use off, on or off,on")

@@ -133,7 +133,8 @@ def own_verifier(settings) -> Iterator[object]:
 def preflight(settings, *, ledgers: Sequence[str], lake: str) -> None:
     """What ``python -m job verify`` checks before any Spark starts, each in one line: a local
     ledger's path first, then that the sandbox's MinIO answers, then that ``lake`` holds job
-    output, then an ``s3a://`` ledger's path."""
+    output (with where to browse the bucket), then an ``s3a://`` ledger's path."""
+    from job.engine.errors import LakeError
     from producers.ledger import ledger_parts
     from sandbox.checks.health import require
 
@@ -142,9 +143,16 @@ def preflight(settings, *, ledgers: Sequence[str], lake: str) -> None:
         if one not in remote:
             ledger_parts(one)
     require(settings, "minio")
-    check_lake(lake, s3=s3_target(settings))
+    s3 = s3_target(settings)
+    try:
+        check_lake(lake, s3=s3)
+    except LakeError as exc:
+        if not lake.startswith(("s3a://", "s3://")):
+            raise
+        bucket = lake.split("://", 1)[1].partition("/")[0]
+        raise LakeError(exc.lake, exc.problem, f"{exc.fix}; browse {settings.endpoints().s3_console}/browser/{bucket}") from None
     for one in remote:
-        ledger_parts(one, s3=s3_target(settings))
+        ledger_parts(one, s3=s3)
 
 
 def verify_on_sandbox(settings, *, ledger: str | Sequence[str], lake: str, policy: str, deleted=()):
@@ -152,5 +160,6 @@ def verify_on_sandbox(settings, *, ledger: str | Sequence[str], lake: str, polic
     Spark: what ``python -m job verify`` runs."""
     ledgers = [ledger] if isinstance(ledger, str) else list(ledger)
     preflight(settings, ledgers=ledgers, lake=lake)
+    s3 = s3_target(settings)
     with own_verifier(settings) as spark:
-        return verify_lake(spark, ledger=ledgers, lake=lake, policy=policy, s3=s3_target(settings), deleted=deleted)
+        return verify_lake(spark, ledger=ledgers, lake=lake, policy=policy, s3=s3, deleted=deleted)

@@ -258,6 +258,21 @@ def state_rows(spark, checkpoint: str | Path, *, state_var: str | None = None, b
     return reader.load(str(_query_dir(checkpoint)))
 
 
+def encode_partition_sessions(sessions: dict[str, list[Any]]) -> bytes:
+    """The state value of a partition under the operator keyed by Kafka partition
+    (``pipeline.BY_PARTITION``): ``{session: [its stored state, the batch time it last had records]}``."""
+    import msgspec
+
+    return msgspec.msgpack.encode(sessions)
+
+
+def decode_partition_sessions(stored: bytes) -> dict[str, list[Any]]:
+    """:func:`encode_partition_sessions` read back."""
+    import msgspec
+
+    return msgspec.msgpack.decode(bytes(stored))
+
+
 def session_states(spark, checkpoint: str | Path, *, batch: int | None = None):
     """The job's stored sessions as of ``batch`` (default: the last committed), whichever
     stateful operator wrote them: columns ``partition_id``, ``session_key`` and ``state``
@@ -266,7 +281,9 @@ def session_states(spark, checkpoint: str | Path, *, batch: int | None = None):
     The operators keep the same bytes in different places: ``transformWithState*`` in a
     store per state variable (the job's is ``session``), its value a struct ``{state}``;
     ``applyInPandasWithState`` in one store whose value nests it as ``groupState`` (next to
-    the timeout timestamp), depending on Spark's state format version.
+    the timeout timestamp), depending on Spark's state format version; keyed by Kafka
+    partition, that value holds the partition's sessions (:func:`decode_partition_sessions`),
+    one row each here.
     """
     from pyspark.sql import functions as F
 
@@ -276,6 +293,10 @@ def session_states(spark, checkpoint: str | Path, *, batch: int | None = None):
     value = rows.schema["value"].dataType
     if "state" in value.fieldNames():
         state = F.col("value.state")
+    elif "groupState" in value.fieldNames() and "sessions" in value["groupState"].dataType.fieldNames():
+        held = rows.select("partition_id", F.col("value.groupState.sessions").alias("sessions")).collect()
+        out = [(r.partition_id, k, v[0]) for r in held for k, v in decode_partition_sessions(r.sessions).items()]
+        return spark.createDataFrame(out, "partition_id int, session_key string, state binary")
     elif "groupState" in value.fieldNames():
         state = F.col("value.groupState.state")
     else:  # pragma: no cover - a Spark whose state layout this code does not know yet

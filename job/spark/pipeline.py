@@ -274,18 +274,6 @@ _GROUP_PARTITION = "group_partition"
 BY_PARTITION = "applyInPandasWithState-by-partition"
 
 
-def _encode_sessions(sessions: dict[str, list[Any]]) -> bytes:
-    import msgspec
-
-    return msgspec.msgpack.encode(sessions)
-
-
-def _decode_sessions(stored: bytes) -> dict[str, list[Any]]:
-    import msgspec
-
-    return msgspec.msgpack.decode(stored)
-
-
 def _merged(parts: list[dict[str, list[Any]]]) -> dict[str, list[Any]]:
     out = {name: [] for name in parts[0]}
     for columns in parts:
@@ -307,7 +295,9 @@ def step_partition(
     schema's columns (None: none), and the timeout to set, relative to ``now_ms``, for the
     session that goes idle first (None: none).
     """
-    sessions = {} if stored is None else _decode_sessions(stored)
+    from job.spark.checkpoints import decode_partition_sessions, encode_partition_sessions
+
+    sessions = {} if stored is None else decode_partition_sessions(stored)
     grouped: dict[str, list[tuple]] = {}
     for row in rows:
         grouped.setdefault(row[4], []).append(row)
@@ -326,7 +316,7 @@ def step_partition(
     if idle_timeout_ms is not None and sessions:
         # the first to go idle: its own timeout would be at last + idle; Spark wants a positive duration
         timeout = max(min(last for _, last in sessions.values()) + idle_timeout_ms - now_ms, 1)
-    return (_encode_sessions(sessions) if sessions else None), (_merged(out) if out else None), timeout
+    return (encode_partition_sessions(sessions) if sessions else None), (_merged(out) if out else None), timeout
 
 
 def _make_partition_function(policy: str, window: int, idle_timeout_ms: int | None):
@@ -396,7 +386,8 @@ def _cut_of_record(cuts):
 
 def session_input(spark, cfg: JobConfig, bootstrap: str, kafka=None):
     """The Kafka records (``kafka``, default a new :func:`kafka_stream`) as the stateful
-    operator's input columns, hash-partitioned by session: the exchange the operator needs,
+    operator's input columns, hash-partitioned by its group (the session, or the topic and
+    partition under :data:`BY_PARTITION`): the exchange the operator needs,
     made explicit so that the raw archive (:func:`raw_rows`) reads the same one. Spark plans
     the second use as a ``ReusedExchange``, so Kafka is read once per batch; a union of two
     projections of the source scanned it twice (docs/decisions/0007-raw-archive-in-sink.md).

@@ -6,6 +6,6 @@
 - :mod:`job.verify.archive_check` — every delivered record must be in the raw archive.
 
 May import: :mod:`job.engine`, the readers of :mod:`job.spark` (``lake``), ``producers``
-(contract, expected_output, faults, ledger); only :mod:`~job.verify.lake_check` the sandbox's Spark
-session and health checks (``JOB_OUTSIDE`` in ``tests/test_layering.py`` says why).
+(contract, expected_output, faults, ledger); never the sandbox: a caller hands it a Spark session
+and an S3 target (:mod:`job.ops.verifier` opens them on the sandbox).
 """

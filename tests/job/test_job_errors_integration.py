@@ -172,3 +172,4 @@ def test_verify_against_a_lake_that_holds_no_output_names_it_and_exits_2(sandbox
     assert done.returncode == 2, done.stderr
     _no_traceback(done.stderr)
     assert done.stderr.startswith(f"error: lake {lake}: no job output here") and "--output" in done.stderr
+    assert f"/browser/{sandbox.settings.bucket}" in done.stderr, "the fix should say where to browse the bucket"

@@ -11,7 +11,8 @@ import random
 import pytest
 
 from job.engine.errors import IntegrityError
-from job.spark.pipeline import _decode_sessions, apply_records, expire_columns, step_partition
+from job.spark.checkpoints import decode_partition_sessions as _decode_sessions
+from job.spark.pipeline import apply_records, expire_columns, step_partition
 from producers.contract import encode
 from tests.streams import base_session, message
 
@@ -56,6 +57,7 @@ def test_each_session_of_a_partition_gets_the_state_and_outputs_it_gets_alone(po
         state, alone = apply_records(None, [r for r in rows if r[4] == session], policy=policy, window=8, now_ms=50)
         assert kept[session] == [state, 50]
         assert _by_session(columns)[session] == _by_session(alone)[session]
+    assert set(_by_session(columns)) == set(kept), "the output holds a session the partition does not"
     assert timeout == IDLE  # both had records at 50: the first to go idle does so at 50 + IDLE
 
     # the next batch: only one session has records; the other keeps its state untouched

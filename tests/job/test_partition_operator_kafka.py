@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from job.spark import lake, pipeline
+from job.spark import checkpoints, lake, pipeline
 from job.spark.config import job_config
 from job.verify.lake_check import verify_lake
 from producers.runner import new_run_id
@@ -67,7 +67,7 @@ def _lake(spark, cfg):
 def test_keyed_by_partition_writes_what_keyed_by_session_writes(policy, sandbox, spark, fault_mix, tmp_path):
     prefix, ledger = fault_mix
     settings = sandbox.settings
-    outputs, verdicts = {}, {}
+    outputs, verdicts, states = {}, {}, {}
     for operator in ("applyInPandasWithState", pipeline.BY_PARTITION):
         cfg = job_config(
             settings,
@@ -82,6 +82,10 @@ def test_keyed_by_partition_writes_what_keyed_by_session_writes(policy, sandbox,
         queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
         pipeline.await_all(queries, timeout_s=300)
         outputs[operator] = _lake(spark, cfg)
+        # the state store's sessions, read back one row per session whichever the key
+        states[operator] = sorted(
+            (r.session_key, bytes(r.state)) for r in checkpoints.session_states(spark, cfg.checkpoint / "sessions").collect()
+        )
         report = verify_lake(spark, ledger=ledger, lake=cfg.output, policy=policy)
         verdicts[operator] = (report.ok, sorted(map(repr, report.anomalies)))
     by_session, by_partition = outputs["applyInPandasWithState"], outputs[pipeline.BY_PARTITION]
@@ -96,3 +100,48 @@ def test_keyed_by_partition_writes_what_keyed_by_session_writes(policy, sandbox,
         f"{only_session}; only by partition: {only_partition}"
     )
     assert verdicts["applyInPandasWithState"] == verdicts[pipeline.BY_PARTITION]
+    assert states["applyInPandasWithState"] and states["applyInPandasWithState"] == states[pipeline.BY_PARTITION]
+
+
+def test_idle_sessions_expire_keyed_by_partition_as_they_expire_keyed_by_session(sandbox, spark, fault_mix, tmp_path):
+    """Spark's timeout path, live: a processing-time trigger and a 2 s idle timeout; every session
+    (and, keyed by partition, every partition) leaves the state store, and the expiry's status
+    rows and quarantined held records are the per-session operator's."""
+    from sandbox.checks.health import wait_for
+
+    prefix, _ = fault_mix
+    settings = sandbox.settings
+    outputs = {}
+    for operator in ("applyInPandasWithState", pipeline.BY_PARTITION):
+        cfg = job_config(
+            settings,
+            output=f"s3a://{settings.bucket}/itest/{uuid.uuid4().hex[:8]}",
+            checkpoint=tmp_path / operator,
+            topic_prefix=prefix,
+            policy="window",
+            trigger="1 second",
+            operator=operator,
+            idle_timeout_s=2,
+        )
+        queries = pipeline.start(spark, cfg, bootstrap=settings.endpoints().kafka_bootstrap)
+        try:
+
+            def state_gone():
+                pipeline.raise_if_dead(queries[0])
+                done = [p for p in queries[0].recentProgress if p["numInputRows"] > 0]
+                last = queries[0].lastProgress
+                return bool(done) and last is not None and last["stateOperators"][0]["numRowsTotal"] == 0
+
+            wait_for(state_gone, timeout_s=180, what=f"{operator}: every session expired from the state store")
+        finally:
+            for q in queries:
+                q.stop()
+        outputs[operator] = _lake(spark, cfg)
+    by_session, by_partition = outputs["applyInPandasWithState"], outputs[pipeline.BY_PARTITION]
+    status = [r for r in by_session if r[0] == "sessions"]
+    sessions = {r[1] for r in status}
+    assert len(status) >= 2 * len(sessions) > 0, f"each session should have a batch's status row and its expiry's: {status[:4]}"
+    assert by_session == by_partition, (
+        f"only by session: {sorted(set(by_session) - set(by_partition), key=repr)[:5]}; "
+        f"only by partition: {sorted(set(by_partition) - set(by_session), key=repr)[:5]}"
+    )
