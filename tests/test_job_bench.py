@@ -153,18 +153,19 @@ def test_the_summary_line_takes_the_default_operators_median_round_and_its_worst
     ]
     other = job_bench.Throughput("job, x", 100, 0.5, setup={"operator": "applyInPandasWithState-by-partition"})
     live = [
-        job_bench.Latency(name, 1, 1, 1, 1, p99, 1)
-        for name, p99 in (
-            ("job, applyInPandasWithState, archive", 2_400.0),
-            ("job, applyInPandasWithState, archive", 3_100.0),
-            ("job, applyInPandasWithState-by-partition, archive", 9_000.0),
-            ("baseline (1 Python process)", 600.0),
+        job_bench.Latency(name, 1, 1, 1, 1, p99, 1, p99_steady_ms=steady, batch_ms=batches)
+        for name, p99, steady, batches in (
+            ("job, applyInPandasWithState, archive", 2_400.0, 2_200.0, [900.0, 2_500.0]),
+            ("job, applyInPandasWithState, archive", 3_100.0, 1_900.0, [4_000.0, 800.0]),
+            ("job, applyInPandasWithState-by-partition, archive", 9_000.0, 8_000.0, [9_500.0]),
+            ("baseline (1 Python process)", 600.0, 500.0, []),
         )
     ]
     base = job_bench.Throughput("baseline (1 Python process)", 100, 1.0)
     line = job_bench.summary_line([base, job_bench.median_run(rounds), other], live, args)
     assert line == (
         "applyInPandasWithState: 50x20 backlog: 0.40x the baseline (median of 3 round(s), cap 100000, raw archive "
-        "in-sink); live p99 3.1 s at 200 msg/s, trigger 1 second (worst of 2 runs)"
+        "in-sink); live p99 3.1 s at 200 msg/s, trigger 1 second (worst of 2 runs; 2.2 s after the first 20 s; "
+        "longest batch 4.0 s)"
     )
     assert job_bench.summary_line([base], [], args) is None
