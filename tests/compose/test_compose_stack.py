@@ -188,6 +188,12 @@ def _contents(stack, token: str, path: str) -> dict:
         return json.load(reply)
 
 
+#: The deadline for Lab's page to react (render the notebook, clear outputs): a failure bound, not
+#: a wait. expect()'s own 5 s default failed once with CI's two lanes loading the two cores
+#: (the notebook's cells not yet rendered); the page's actions already wait up to 60 s.
+UI_MS = 60_000
+
+
 def test_jupyterlab_in_a_browser_runs_chapter_00_top_to_bottom_and_saves_the_learner_s_copy(stack, browser, tmp_path):
     # What a learner does: open Lab's address with the stack's token (it opens the tour), restart
     # the kernel and run every cell (a worker is killed and restarted through the fault service),
@@ -203,7 +209,7 @@ def test_jupyterlab_in_a_browser_runs_chapter_00_top_to_bottom_and_saves_the_lea
     try:
         page.goto(f"{stack.settings.endpoints().jupyter}/?token={token}")
         notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-        expect(notebook.locator(".jp-MarkdownCell").first).to_contain_text("A tour of the sandbox")
+        expect(notebook.locator(".jp-MarkdownCell").first).to_contain_text("A tour of the sandbox", timeout=UI_MS)
         assert "/lab/tree/notebooks/00-tour.ipynb" in page.url, page.url
         expect(page.get_by_text("is read-only")).to_have_count(0)
         # the kernel starts with the notebook; a command sent before it is ready can be dropped
@@ -212,7 +218,7 @@ def test_jupyterlab_in_a_browser_runs_chapter_00_top_to_bottom_and_saves_the_lea
         # can only come from this run (without it, the recorded "tour complete" passed in 6 s)
         page.locator(".lm-MenuBar-itemLabel", has_text="Edit").click()
         page.get_by_text("Clear Outputs of All Cells", exact=False).first.click()
-        expect(notebook.locator(".jp-OutputArea-output")).to_have_count(0)
+        expect(notebook.locator(".jp-OutputArea-output")).to_have_count(0, timeout=UI_MS)
         page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").click()
         page.get_by_text("Restart Kernel and Run All Cells", exact=False).first.click()
         page.locator(".jp-Dialog-button.jp-mod-accept").click()
@@ -220,7 +226,7 @@ def test_jupyterlab_in_a_browser_runs_chapter_00_top_to_bottom_and_saves_the_lea
         # a deadline bounds the whole run; the verdict is the saved outputs below
         expect(last).to_contain_text("tour complete", timeout=600_000)
         tab = page.locator(".lm-TabBar-tab.jp-mod-dirty", has_text="00-tour.ipynb")
-        expect(tab).to_have_count(1)  # the run left unsaved changes ...
+        expect(tab).to_have_count(1, timeout=UI_MS)  # the run left unsaved changes ...
         page.keyboard.press("Control+s")
         expect(tab).to_have_count(0, timeout=30_000)  # ... and the save cleared them
         # the news prompt Lab shows new users is switched off (docker/jupyterlab-overrides.json)
