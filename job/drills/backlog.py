@@ -372,7 +372,9 @@ def _wait_state_empty(query, *, timeout_s: float) -> None:
             return
         if time.monotonic() > deadline:
             raise BacklogError(
-                f"{query.name}: the state store still holds {state.get('numRowsTotal')} sessions after "
+                # a row per session, or per Kafka partition under the step keyed by partition
+                f"{query.name}: the state store still holds {state.get('numRowsTotal')} rows (sessions, or "
+                f"partitions when keyed by partition) after "
                 f"{timeout_s:.0f}s; idle expiry needs idle_timeout_s of silence and a no-data batch"
             )
         pipeline.wait(query, 1.0)
