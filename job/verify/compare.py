@@ -643,7 +643,8 @@ def _check_duplicates(s: _Session, out: _Findings) -> None:
     twice = counts[counts > 1].sort_index()  # sorted: .loc on an unsorted MultiIndex warns (PerformanceWarning)
     for epoch, seq in sorted({(int(e), int(q)) for e, q, _, _ in twice.index}):
         at = s.rows[(s.rows["epoch"] == epoch) & (s.rows["seq"] == seq)]
-        last = at.iloc[-1]
+        # the copy applied last, in offset order: the lake's row order differs from read to read
+        last = at.sort_values(["topic", "partition", "offset"], kind="stable").iloc[-1]
         times = int(twice.loc[(epoch, seq)].max())
         out.note(
             "duplicated",

@@ -223,6 +223,15 @@ def test_a_duplicate_applied_twice_passes_under_none_but_not_under_resync() -> N
     assert verify(df, *outputs(df, "resync")).ok  # resync quarantines the copy instead
 
 
+def test_a_duplicate_is_blamed_on_its_last_copy_in_offset_order_whatever_order_the_lake_is_read_in() -> None:
+    """The lake's rows come back in no fixed order: the finding must not depend on it (two
+    reads of one lake once blamed offsets 234 and 235 for the same duplicate)."""
+    df = ledger(*BASE[:3], (BASE[2], {"fault": "duplicate"}), *BASE[3:])
+    changes, quarantine, statuses = outputs(df, "none")
+    for order in (changes, changes[::-1]):
+        assert bad(verify(df, order, quarantine, statuses, policy="resync")) == [("duplicated", 2, 3)]
+
+
 def test_a_wrong_value_after_the_closing_snapshot_fails() -> None:
     df = ledger(*BASE)
     changes, quarantine, statuses = outputs(df)
