@@ -15,8 +15,10 @@ $(VENV)/.bootstrapped: pyproject.toml constraints.txt scripts/bootstrap.sh
 demo: bootstrap
 	$(BIN)/python demo.py
 
+# The tests and chapters 00-09 side by side on two sandboxes, then chapter 10 alone
+# (scripts/test_side_by_side.py; docs/decisions/0025-tests-and-chapters-side-by-side.md).
 test: bootstrap
-	$(BIN)/python -m pytest -m "not compose" $(PYTEST_ARGS)
+	$(BIN)/python scripts/test_side_by_side.py $(PYTEST_ARGS)
 
 # The compose lane: the real docker compose stack (skipped, saying why, where no engine answers).
 # Its own ports (+15000), so it can run beside the local test sandbox (+10000): below Linux's

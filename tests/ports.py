@@ -1,9 +1,9 @@
 """Ports for a test that needs a sandbox of its own (or a place where nothing listens).
 
 One helper instead of hand-picked offsets: the sandboxes a developer may have running use
-fixed offsets (0 the demo, +10000 the test sandbox, +15000 the compose lane, +20000 the
-benches), and two hand-picked ones once landed on the same ports (4e272d0). ``free_port_offset``
-returns an offset none of whose ports is one of theirs, whose every port nothing listens on now,
+fixed offsets (0 the demo, +10000 the test sandbox, +12500 the chapters beside the tests in
+`make test`, +15000 the compose lane, +20000 the benches), and two hand-picked ones once landed
+on the same ports (4e272d0). ``free_port_offset`` returns an offset none of whose ports is one of theirs, whose every port nothing listens on now,
 and whose every port lies outside the kernel's ephemeral range: a port in that range can be
 taken as the local end of any outgoing connection between the check and the service's bind
 (Kafka once failed with "Address already in use" on 37292 that way).
@@ -18,7 +18,7 @@ from pathlib import Path
 from sandbox.settings import Ports
 
 #: Offsets the project's own sandboxes use.
-RESERVED = (0, 10_000, 15_000, 20_000)
+RESERVED = (0, 10_000, 12_500, 15_000, 20_000)
 #: Where Linux keeps the range it draws outgoing connections' local ports from.
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 #: Linux's default, for a machine without that file.
