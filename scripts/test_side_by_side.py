@@ -8,7 +8,9 @@ the chapters run in a second pytest on a sandbox of their own (``.sandbox-test-b
 run last and alone: 05 asserts a catch-up time against its own forecast and the cap's price in
 time, 10 measures recovery times against the load it measured first; beside other work both
 measure the neighbour (docs/decisions/0025-tests-and-chapters-side-by-side.md).
-``OSL_TEST_ALONE_AFTER``: a file to wait for before that last part (CI's compose lane writes it when it ends).
+``OSL_TEST_ALONE_AFTER``: a file to wait for before that last part. ``OSL_TEST_ONE_PYTEST=1``:
+everything in one pytest, one part after the other, as before: what ``.ci/run`` uses while its
+compose lane runs beside (three heavy runs on two cores made CI slower, not faster: decision 0025).
 
 Usage: ``python scripts/test_side_by_side.py [PYTEST_ARGS...]``: the arguments go to every
 pytest (``--durations=20``, ``-x``, ``-k``); to run one file, call pytest on it. Exits 0 when
@@ -115,6 +117,9 @@ def verdict(part: Part) -> str:
 
 
 def main(extra: list[str]) -> int:
+    if os.environ.get("OSL_TEST_ONE_PYTEST") == "1":
+        print("make test: one pytest, the tests then every chapter (OSL_TEST_ONE_PYTEST=1)", flush=True)
+        return subprocess.call([sys.executable, "-m", "pytest", "-m", "not compose", *extra], cwd=ROOT)
     tests, book, alone = parts()
     print(
         f"make test: {len(chapters()) - len(ALONE)} chapters run beside the tests on a second sandbox "
