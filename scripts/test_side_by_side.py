@@ -8,7 +8,7 @@ the chapters run in a second pytest on a sandbox of their own (``.sandbox-test-b
 run last and alone: 05 asserts a catch-up time against its own forecast and the cap's price in
 time, 10 measures recovery times against the load it measured first; beside other work both
 measure the neighbour (docs/decisions/0025-tests-and-chapters-side-by-side.md).
-``OSL_TEST_ALONE_AFTER``: a file to wait for before that last part. ``OSL_TEST_ONE_PYTEST=1``:
+``OSL_TEST_ONE_PYTEST=1``:
 everything in one pytest, one part after the other, as before: what ``.ci/run`` uses while its
 compose lane runs beside (three heavy runs on two cores made CI slower, not faster: decision 0025).
 
@@ -148,7 +148,6 @@ def main(extra: list[str]) -> int:
         raise
     print(f"make test: ---------------------------------------- {book.name} ({book.log})", flush=True)
     print(book.log.read_text(errors="replace"), flush=True)
-    wait_for_file(os.environ.get("OSL_TEST_ALONE_AFTER"))
     print(f"make test: ---------------------------------------- {alone.name}: {', '.join(ALONE)}", flush=True)
     alone.start(extra)
     alone.wait()
@@ -157,21 +156,6 @@ def main(extra: list[str]) -> int:
     for part in (tests, book, alone):
         print(f"make test: {part.name}: {verdict(part)} in {part.seconds:.0f}s", flush=True)
     return overall([p.status for p in (tests, book, alone)])
-
-
-def wait_for_file(path_text: str | None) -> None:
-    """Wait until ``path_text`` exists (nothing when unset): what CI's compose lane writes last."""
-    if not path_text:
-        return
-    path, waited = Path(path_text), 0
-    while not path.exists():
-        if waited % 60 == 0:
-            print(
-                f"make test: the chapters that measure time wait for {path} (OSL_TEST_ALONE_AFTER): the work beside must end first",
-                flush=True,
-            )
-        time.sleep(1)
-        waited += 1
 
 
 def overall(statuses: list[int | None]) -> int:
