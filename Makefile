@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-jit bench-session bench-recovery bench-verify book lock format lint clean
+.PHONY: bootstrap demo test test-quick test-fast test-compose docker up down status bench bench-job bench-jit bench-broker-jit bench-session bench-recovery bench-verify book lock format lint clean
 
 bootstrap: $(VENV)/.bootstrapped
 
@@ -57,6 +57,9 @@ bench-job: bootstrap
 
 bench-jit: bootstrap
 	$(BIN)/python bench/jit_bench.py $(BENCH_ARGS)
+
+bench-broker-jit: bootstrap
+	$(BIN)/python bench/broker_jit_bench.py $(BENCH_ARGS)
 
 bench-session: bootstrap
 	$(BIN)/python bench/session_bench.py

@@ -11,7 +11,7 @@ from pathlib import Path
 from sandbox import artifacts
 from sandbox.artifacts import Progress, say
 from sandbox.jvm import class_data_sharing
-from sandbox.settings import EXECUTOR_GC_OPTIONS, SPARK_JIT_OPTIONS, Settings
+from sandbox.settings import EXECUTOR_GC_OPTIONS, JIT_OPTIONS, Settings
 
 
 def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str]:
@@ -30,7 +30,7 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     classpath = os.pathsep.join(str(j) for j in jars)
     driver_cds, executor_cds = class_data_sharing.java_options(settings)
     # C1 only (Settings.spark_jit): C2's compiler threads compete with the work on two cores
-    jit = SPARK_JIT_OPTIONS[settings.spark_jit]
+    jit = JIT_OPTIONS[settings.spark_jit]
     # the parallel collector by default (Settings.executor_gc: G1's concurrent threads cost CPU)
     executor_options = " ".join(o for o in (jit, EXECUTOR_GC_OPTIONS[settings.executor_gc], executor_cds) if o)
     return {

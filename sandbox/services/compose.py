@@ -39,7 +39,7 @@ from sandbox.errors import (
     UnknownServiceError,
 )
 from sandbox.services.backend import CORE_SERVICES, ServiceState, ServiceStatus
-from sandbox.settings import PROJECT, BackendKind, Endpoints, Settings, docker_engine_answers, project_root
+from sandbox.settings import JIT_OPTIONS, PROJECT, BackendKind, Endpoints, Settings, docker_engine_answers, project_root
 
 __all__ = [
     "ComposeBackend",
@@ -124,6 +124,7 @@ def compose_environment(settings: Settings) -> dict[str, str]:
         "OSL_S3_SECRET_KEY": settings.s3_secret_key,
         "OSL_BUCKET": settings.bucket,
         "OSL_KAFKA_HEAP": settings.kafka_heap,
+        "OSL_KAFKA_JIT_OPTS": JIT_OPTIONS[settings.kafka_jit],
         "OSL_KAFKA_PARTITIONS": settings.kafka_partitions,
         "OSL_SPARK_WORKER_CORES": settings.spark_worker_cores,
         "OSL_SPARK_WORKER_MEMORY": settings.spark_worker_memory,

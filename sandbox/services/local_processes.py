@@ -22,7 +22,7 @@ from sandbox import artifacts
 from sandbox.artifacts import Progress
 from sandbox.checks import health
 from sandbox.errors import ServiceStartError
-from sandbox.settings import Settings
+from sandbox.settings import JIT_OPTIONS, Settings
 
 #: Workers delete the work directory (executor logs, fetched files) of an application that
 #: ended a day ago, checking every 30 minutes. Compose passes the same to its workers.
@@ -124,6 +124,7 @@ def service_spec(settings: Settings, layout: Layout, name: str, arts: dict[str, 
                 f"-Xmx{s.kafka_heap}",
                 f"-Xms{s.kafka_heap}",
                 "-XX:+UseG1GC",
+                *JIT_OPTIONS[s.kafka_jit].split(),  # C1 only by default: decision 0026
                 "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={layout.config_dir / 'kafka-log4j2.properties'}",
                 "-cp",

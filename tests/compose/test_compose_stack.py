@@ -72,6 +72,18 @@ def test_every_service_passes_its_compose_healthcheck(stack):
     ps = _ps(stack)
     assert ps["minio-init"]["State"] == "exited" and ps["minio-init"]["ExitCode"] == 0
     assert [s.state for s in stack.status()] == [ServiceState.RUNNING] * len(COMPOSE_SERVICES)
+    # the broker's JVM compiles as Settings.kafka_jit says (C1 only by default: decision 0026)
+    from sandbox.settings import JIT_OPTIONS
+
+    find = "import glob; print(*[c for c in (open(p).read() for p in glob.glob('/proc/[0-9]*/cmdline')) if 'kafka.Kafka' in c], sep='')"
+    argv = subprocess.run(
+        stack.compose_argv("exec", "-T", "kafka", "python3", "-c", find),
+        capture_output=True,
+        text=True,
+        env=stack._env(),
+        check=True,
+    ).stdout.split("\0")
+    assert "kafka.Kafka" in argv and JIT_OPTIONS[stack.settings.kafka_jit] in argv, argv
 
 
 def test_testcontainers_reads_the_same_stack_as_an_independent_client(stack, monkeypatch):

@@ -173,7 +173,7 @@ def test_containers_are_told_the_in_network_addresses():
 def test_every_osl_variable_compose_reads_is_documented_in_env_example():
     import re
 
-    used = dict(re.findall(r"\$\{(OSL_\w+):-([^}]*)\}", COMPOSE_FILE.read_text()))
+    used = dict(re.findall(r"\$\{(OSL_\w+):?-([^}]*)\}", COMPOSE_FILE.read_text()))  # ":-" and "-" defaults
     documented = dict(
         line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines() if re.match(r"OSL_\w+=", line)
     )

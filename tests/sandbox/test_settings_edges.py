@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sandbox import settings as settings_module
@@ -84,6 +86,28 @@ def test_spark_s_jvms_compile_with_c1_only_unless_told_otherwise(tmp_path, monke
     assert tiered["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC"  # the collector is not a JIT option
     with pytest.raises(SandboxError, match=r"OSL_SPARK_JIT='c2' is not one of c1, tiered"):
         Settings.from_env({"OSL_SPARK_JIT": "c2"})
+
+
+def test_the_kafka_broker_compiles_with_c1_only_unless_told_otherwise_on_both_backends(tmp_path):
+    """C1 only by default (docs/decisions/0026-kafka-broker-c1.md: 44 % less broker CPU over a run of
+    integration tests); ``OSL_KAFKA_JIT=tiered`` gives the JVM's own default, on the local broker's
+    command line and in the variable docker-compose.yml hands the broker; anything else is refused."""
+    from sandbox.services.compose import compose_environment
+    from sandbox.services.local_processes import Layout, service_spec
+
+    def both(environ):
+        s = Settings.from_env({"OSL_STATE_DIR": str(tmp_path), **environ})
+        return service_spec(s, Layout(s.state_dir), "kafka", {}).argv, compose_environment(s)["OSL_KAFKA_JIT_OPTS"]
+
+    argv, opts = both({})
+    assert "-XX:TieredStopAtLevel=1" in argv[: argv.index("-cp")] and opts == "-XX:TieredStopAtLevel=1"
+    argv, opts = both({"OSL_KAFKA_JIT": "tiered"})
+    assert not any("Tiered" in a for a in argv) and opts == ""
+    assert "-XX:+UseG1GC" in argv  # the collector stays
+    compose_file = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
+    assert "${OSL_KAFKA_JIT_OPTS--XX:TieredStopAtLevel=1}" in compose_file  # "-": an empty value means tiered
+    with pytest.raises(SandboxError, match=r"OSL_KAFKA_JIT='c2' is not one of c1, tiered"):
+        Settings.from_env({"OSL_KAFKA_JIT": "c2"})
 
 
 def test_the_executors_collect_with_the_parallel_collector_unless_told_otherwise(tmp_path, monkeypatch):
