@@ -1,10 +1,10 @@
 """Broker JIT benchmark: the Kafka broker's JVM with C1 only against the JVM's tiered C1-then-C2.
 
 ``OSL_KAFKA_JIT`` (sandbox/settings.py) picks the broker's JIT. This bench restarts the bench
-sandbox's broker with each choice in turn (``--rounds`` times each, alternated) and measures the
+sandbox's broker (the local backend's) with each choice in turn (``--rounds`` times each, alternated) and measures the
 broker process's CPU seconds (``/proc/<pid>/stat``) and the rates on the same work:
 
-  start    from the JVM's launch to a broker that answers;
+  start    from the JVM's launch to a broker that answers (it loads the partitions it holds);
   produce  ``--records`` keyed records of 300 bytes into a fresh topic of 150 partitions (a
            fleet's), as fast as one idempotent librdkafka producer sends them;
   consume  all of them read back by one consumer.
@@ -13,7 +13,7 @@ broker process's CPU seconds (``/proc/<pid>/stat``) and the rates on the same wo
     .venv/bin/python bench/broker_jit_bench.py --rounds 1 --records 500000
 
 It uses the bench sandbox (``.sandbox-bench``, ports +20000) like the other benches, leaves its
-broker running with the default, and writes ``bench/results/broker-jit-<run>.json``.
+broker running with the default, deletes each round's topic, and writes ``bench/results/broker-jit-<run>.json``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def broker_cpu_s(state_dir: Path) -> float:
     tick = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if "kafka.Kafka" in (cmd := Path(f"/proc/{pid}/cmdline").read_text()) and str(state_dir) in cmd:
+            cmd = Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+            if "kafka.Kafka" in cmd and f"{state_dir}{os.sep}" in cmd:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 return (int(fields[11]) + int(fields[12])) / tick
         except OSError:
@@ -52,21 +53,28 @@ def broker_cpu_s(state_dir: Path) -> float:
 
 
 def one_round(mode: str, records: int) -> dict:
-    from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from sandbox import Settings, open_sandbox
 
     settings = Settings.from_env({**os.environ, "OSL_KAFKA_JIT": mode})
-    sandbox = open_sandbox(settings, progress=lambda _line: None)
-    sandbox.down()  # the JIT is fixed when the JVM starts
-    sandbox.up()
+    open_sandbox(settings, progress=lambda _line: None).restart("kafka")  # the JIT is fixed when the JVM starts
     started = broker_cpu_s(settings.state_dir)
     bootstrap = settings.endpoints().kafka_bootstrap
     topic = f"broker-jit-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures die with it
     for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         future.result(timeout=60)
+    try:
+        return {"mode": mode, "start_cpu_s": started, **_load(settings, bootstrap, topic, mode, records)}
+    finally:  # 1.2 GB and 150 partitions a round: a later round's start would load them
+        for future in admin.delete_topics([topic]).values():
+            future.result(timeout=60)
+
+
+def _load(settings, bootstrap: str, topic: str, mode: str, records: int) -> dict:
+    from confluent_kafka import Consumer, Producer
+
     cpu0, t0 = broker_cpu_s(settings.state_dir), time.monotonic()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     for i in range(records):
@@ -91,8 +99,6 @@ def one_round(mode: str, records: int) -> dict:
     consumer.close()
     cpu2, t2 = broker_cpu_s(settings.state_dir), time.monotonic()
     return {
-        "mode": mode,
-        "start_cpu_s": started,
         "produce_s": t1 - t0,
         "produce_cpu_s": cpu1 - cpu0,
         "consume_s": t2 - t1,
@@ -107,24 +113,36 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1 or args.records < 10_000:
         parser.error("--rounds >= 1 and --records >= 10000")
-    results = []
-    for round_ in range(args.rounds):
-        for mode in MODES:
-            try:
-                r = one_round(mode, args.records) | {"round": round_ + 1}
-            except Exception as exc:  # a broker that did not start or answer: say which round, no traceback
-                print(f"broker jit bench: round {round_ + 1}, {mode}: {type(exc).__name__}: {exc}", file=sys.stderr)
-                return 1
-            results.append(r)
-            say(
-                f"round {round_ + 1}, {mode}: start {r['start_cpu_s']:.1f} CPU-s; produce {r['produce_cpu_s']:.1f} CPU-s in "
-                f"{r['produce_s']:.1f}s ({args.records / r['produce_s']:,.0f}/s); consume {r['consume_cpu_s']:.1f} CPU-s in {r['consume_s']:.1f}s"
-            )
     from sandbox import Settings, open_sandbox
 
-    sandbox = open_sandbox(Settings.from_env(), progress=lambda _line: None)
-    sandbox.down()
-    sandbox.up()  # back to the default
+    settings = Settings.from_env()
+    if settings.backend != "local":
+        parser.error(
+            f"the bench reads the broker's CPU from this machine's /proc: run it on the local backend, not {settings.backend}"
+        )
+    sandbox = open_sandbox(settings, progress=lambda _line: None)
+    results, step = [], "starting the bench sandbox"
+    try:
+        sandbox.up()
+        for round_ in range(args.rounds):
+            for mode in MODES:
+                step = f"round {round_ + 1}, {mode}"
+                r = one_round(mode, args.records) | {"round": round_ + 1}
+                results.append(r)
+                say(
+                    f"{step}: start {r['start_cpu_s']:.1f} CPU-s; produce {r['produce_cpu_s']:.1f} CPU-s in {r['produce_s']:.1f}s "
+                    f"({args.records / r['produce_s']:,.0f}/s); consume {r['consume_cpu_s']:.1f} CPU-s in {r['consume_s']:.1f}s"
+                )
+        step = "restarting the broker with the default JIT"
+        sandbox.restart("kafka")
+    except Exception as exc:  # a broker that did not start or answer: say where, no traceback
+        print(f"broker jit bench: {step}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if step != "restarting the broker with the default JIT":
+            try:
+                sandbox.restart("kafka")  # leave the default running, as the other benches do
+            except Exception as again:
+                print(f"broker jit bench: and the broker did not restart with the default JIT: {again}", file=sys.stderr)
+        return 1
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"broker-jit-r{uuid.uuid4().hex[:6]}.json"
     path.write_text(json.dumps({"records": args.records, "partitions": PARTITIONS, "results": results}, indent=1))

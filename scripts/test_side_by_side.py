@@ -8,9 +8,9 @@ the chapters run in a second pytest on a sandbox of their own (``.sandbox-test-b
 run last and alone: 05 asserts a catch-up time against its own forecast and the cap's price in
 time, 10 measures recovery times against the load it measured first; beside other work both
 measure the neighbour (docs/decisions/0025-tests-and-chapters-side-by-side.md).
-``OSL_TEST_ONE_PYTEST=1``:
-everything in one pytest, one part after the other, as before: what ``.ci/run`` uses while its
-compose lane runs beside (three heavy runs on two cores made CI slower, not faster: decision 0025).
+``OSL_TEST_ONE_PYTEST=1``: everything in one pytest, one part after the other, as before: what
+``.ci/run`` uses while its compose lane runs beside (three heavy runs on two cores made CI
+slower, not faster: decision 0025).
 
 Usage: ``python scripts/test_side_by_side.py [PYTEST_ARGS...]``: the arguments go to every
 pytest (``--durations=20``, ``-x``, ``-k``); to run one file, call pytest on it. Exits 0 when

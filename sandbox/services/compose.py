@@ -108,7 +108,8 @@ class ComposeCommandError(SandboxError):
 # --------------------------------------------------------------------------- engine probing
 def compose_environment(settings: Settings) -> dict[str, str]:
     """The ``OSL_*`` variables docker-compose.yml reads, from ``settings`` and sandbox/versions.py
-    (they override .env): host ports, credentials, sizes, image versions, the build CA bundle."""
+    (they override .env): host ports, credentials, sizes, the broker's JIT options, image versions, the
+    build CA bundle."""
     p = settings.ports
     env = {
         "OSL_KAFKA_PORT": p.kafka,

@@ -10,6 +10,7 @@ the lane's own fixture says why, and ``OSL_COMPOSE_REQUIRED`` turns that into a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -82,6 +83,16 @@ def _check_resolved_model(cli: list[str], tmp_path: Path) -> None:
         assert f"HOST://127.0.0.1:{p.kafka}" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
         assert "DOCKER://kafka:19092" in kafka_env["KAFKA_ADVERTISED_LISTENERS"]
         assert model["services"]["minio"]["environment"]["MINIO_ROOT_PASSWORD"] == settings.s3_secret_key
+    # the broker's JIT (decision 0026): C1 only with no variable and by default; "tiered" hands an
+    # empty value, which "${VAR-default}" keeps (with ":-" the default would come back)
+    for environ, c1 in (({}, True), (compose_environment(make_settings(tmp_path)), True)):
+        opts = json.loads(_compose_config(cli, environ, tmp_path, "--format", "json").stdout)["services"]["kafka"]["environment"]
+        assert ("-XX:TieredStopAtLevel=1" in opts["KAFKA_JVM_PERFORMANCE_OPTS"].split()) is c1, opts
+    tiered = compose_environment(dataclasses.replace(make_settings(tmp_path), kafka_jit="tiered"))
+    opts = json.loads(_compose_config(cli, tiered, tmp_path, "--format", "json").stdout)["services"]["kafka"]["environment"]
+    assert (
+        "TieredStopAtLevel" not in opts["KAFKA_JVM_PERFORMANCE_OPTS"] and "-XX:+UseG1GC" in opts["KAFKA_JVM_PERFORMANCE_OPTS"]
+    ), opts
 
 
 def test_compose_config_resolves_with_localhost_ports_that_follow_settings(compose_settings, tmp_path):
