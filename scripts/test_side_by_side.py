@@ -8,9 +8,11 @@ the chapters run in a second pytest on a sandbox of their own (``.sandbox-test-b
 run last and alone: 05 asserts a catch-up time against its own forecast and the cap's price in
 time, 10 measures recovery times against the load it measured first; beside other work both
 measure the neighbour (docs/decisions/0025-tests-and-chapters-side-by-side.md).
-``OSL_TEST_ONE_PYTEST=1``: everything in one pytest, one part after the other, as before: what
-``.ci/run`` uses while its compose lane runs beside (three heavy runs on two cores made CI
-slower, not faster: decision 0025).
+``OSL_TEST_BOOK_AFTER=<file>``: the chapters beside start only once that file exists or the
+tests have ended, whichever comes first. ``.ci/run`` names the file its compose lane writes when
+it ends: two heavy runs at a time, never three (three on two cores made CI slower, not faster:
+decision 0025). ``OSL_TEST_ONE_PYTEST=1``: everything in one pytest, one part after the other, as
+before (for comparison).
 
 Usage: ``python scripts/test_side_by_side.py [PYTEST_ARGS...]``: the arguments go to every
 pytest (``--durations=20``, ``-x``, ``-k``); to run one file, call pytest on it. Exits 0 when
@@ -92,6 +94,15 @@ def last_line(log: Path) -> str:
     return lines[-1][-160:] if lines else ""
 
 
+def wait_to_start(after: Path, tests: Part, poll_s: float = 1.0) -> str:
+    """Wait until ``after`` exists or the tests have ended; say which (checked every ``poll_s``)."""
+    while True:
+        if after.exists():
+            return f"{after.name} exists"
+        if tests.wait(timeout=poll_s) is not None:
+            return "the tests ended"
+
+
 def parts() -> tuple[Part, Part, Part]:
     beside = [c for c in chapters() if c not in ALONE]
     book = Part(
@@ -121,9 +132,12 @@ def main(extra: list[str]) -> int:
         print("make test: one pytest, the tests then every chapter (OSL_TEST_ONE_PYTEST=1)", flush=True)
         return subprocess.call([sys.executable, "-m", "pytest", "-m", "not compose", *extra], cwd=ROOT)
     tests, book, alone = parts()
+    after = Path(os.environ["OSL_TEST_BOOK_AFTER"]) if os.environ.get("OSL_TEST_BOOK_AFTER") else None
     print(
         f"make test: {len(chapters()) - len(ALONE)} chapters run beside the tests on a second sandbox "
-        f"({BOOK_STATE_DIR.name}, ports +{BOOK_PORT_OFFSET}); their output, shown when the tests end: {book.log}",
+        f"({BOOK_STATE_DIR.name}, ports +{BOOK_PORT_OFFSET})"
+        + (f", from when {after} exists or the tests end (OSL_TEST_BOOK_AFTER)" if after else "")
+        + f"; their output, shown when the tests end: {book.log}",
         flush=True,
     )
 
@@ -134,17 +148,21 @@ def main(extra: list[str]) -> int:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    book.start(extra)
     try:
         tests.start(extra)
+        if after is not None:
+            why = wait_to_start(after, tests)
+            print(f"make test: the chapters beside start now ({why}, {time.monotonic() - tests.started:.0f}s in)", flush=True)
+        book.start(extra)
         tests.wait()
         if book.wait(timeout=0) is None:
             print(f"make test: the tests ended; the chapters beside still run: {last_line(book.log)}", flush=True)
         while book.wait(timeout=60) is None:
             print(f"make test: waiting for the chapters beside: {last_line(book.log)}", flush=True)
     except KeyboardInterrupt:
-        book.proc.send_signal(signal.SIGINT)
-        book.proc.wait()
+        if book.proc is not None:  # not started while it waited for OSL_TEST_BOOK_AFTER
+            book.proc.send_signal(signal.SIGINT)
+            book.proc.wait()
         raise
     print(f"make test: ---------------------------------------- {book.name} ({book.log})", flush=True)
     print(book.log.read_text(errors="replace"), flush=True)

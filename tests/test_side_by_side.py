@@ -57,3 +57,39 @@ def test_the_chapters_beside_use_a_sandbox_of_their_own() -> None:
 )
 def test_the_exit_status_is_a_failure_when_any_part_failed(statuses, expected) -> None:
     assert _runner().overall(statuses) == expected
+
+
+def _pytest_part(runner, tmp_path: Path, body: str):
+    test = tmp_path / "test_part.py"
+    test.write_text(body)
+    return runner.Part("the tests", [str(test), "-q", "-p", "no:cacheprovider", "-o", "addopts="])
+
+
+def test_the_chapters_beside_wait_for_the_file_while_the_tests_still_run(tmp_path) -> None:
+    """CI's compose lane writes the file when it ends: the chapters start then, the tests still running."""
+    runner = _runner()
+    after, release = tmp_path / "compose.seconds", tmp_path / "release"
+    tests = _pytest_part(
+        runner,
+        tmp_path,
+        f"import time\ndef test_waits():\n    deadline = time.monotonic() + 60\n"
+        f"    while not __import__('os').path.exists({str(release)!r}):\n"
+        f"        assert time.monotonic() < deadline\n        time.sleep(0.05)\n",
+    )
+    tests.start([])
+    try:
+        after.write_text("1\n")
+        assert runner.wait_to_start(after, tests, poll_s=0.05) == "compose.seconds exists"
+        assert tests.wait(timeout=0) is None  # still running: the file, not the tests' end, started them
+    finally:
+        release.touch()
+        tests.wait(timeout=60)
+    assert tests.status == 0
+
+
+def test_the_chapters_beside_start_when_the_tests_end_first(tmp_path) -> None:
+    runner = _runner()
+    tests = _pytest_part(runner, tmp_path, "def test_passes():\n    pass\n")
+    tests.start([])
+    assert runner.wait_to_start(tmp_path / "never-written", tests, poll_s=0.05) == "the tests ended"
+    assert tests.status == 0
