@@ -71,7 +71,7 @@ if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the
 
 from job.spark import lake  # noqa: E402  (after the sandbox variables above)
 from job.spark.config import OPERATORS, JobConfig  # noqa: E402
-from sandbox.settings import EXECUTOR_GC_OPTIONS  # noqa: E402
+from sandbox.settings import GC_OPTIONS  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 #: The job's own batch cap: the backlog phase's default, so that it measures what users run.
@@ -627,7 +627,7 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument(
         "--executor-gc",
-        choices=sorted(EXECUTOR_GC_OPTIONS),
+        choices=sorted(GC_OPTIONS),
         help="the executors' garbage collector for this run's application (default: OSL_SPARK_EXECUTOR_GC, "
         "else parallel, the sandbox's; g1 is the JVM's own choice): an application's setting, so "
         "compare by alternating whole runs",

@@ -120,8 +120,10 @@ class Settings:
     #: records as fast as a producer sent them (docs/decisions/0026-kafka-broker-c1.md).
     kafka_jit: str = "c1"
     #: The executors' garbage collector, from ``OSL_SPARK_EXECUTOR_GC``: ``parallel`` (the
-    #: default) or ``g1`` (the JVM's own choice on this machine). See :data:`EXECUTOR_GC_OPTIONS`.
+    #: default) or ``g1`` (the JVM's own choice on this machine). See :data:`GC_OPTIONS`.
     executor_gc: str = "parallel"
+    #: The driver's garbage collector, from ``OSL_SPARK_DRIVER_GC``, the same choices.
+    driver_gc: str = "g1"
     start_timeout_s: float = 120.0
     #: The heap of the verifier's own Spark driver (``python -m job verify``), from
     #: ``OSL_VERIFY_DRIVER_MEMORY``; ``--driver-memory`` overrides it. It judges in the driver's
@@ -143,8 +145,8 @@ class Settings:
         ``OSL_SPARK_MASTER_UI_INTERNAL``, ``OSL_ATTACHED``, ``OSL_FAULTS_URL`` and ``SPARK_LOCAL_HOSTNAME`` (the
         driver's address for executors); for image builds ``OSL_BUILD_CA_BUNDLE``; ``OSL_CDS=0``
         starts Spark without class-data archives; ``OSL_SPARK_JIT`` and ``OSL_KAFKA_JIT`` (``c1`` or ``tiered``)
-        pick how the Spark applications' JVMs and the Kafka broker's compile, ``OSL_SPARK_EXECUTOR_GC`` (``parallel``
-        or ``g1``) their executors' garbage collector; ``OSL_VERIFY_DRIVER_MEMORY`` the verifier's heap.
+        pick how the Spark applications' JVMs and the Kafka broker's compile, ``OSL_SPARK_EXECUTOR_GC`` and
+        ``OSL_SPARK_DRIVER_GC`` (``parallel`` or ``g1``) their executors' and driver's garbage collector; ``OSL_VERIFY_DRIVER_MEMORY`` the verifier's heap.
         """
         env = os.environ if environ is None else environ
         offset_text = env.get("OSL_PORT_OFFSET", "0")
@@ -180,12 +182,15 @@ class Settings:
                 )
                 for field, variable in (("spark_jit", "OSL_SPARK_JIT"), ("kafka_jit", "OSL_KAFKA_JIT"))
             },
-            "executor_gc": _choice(
-                "OSL_SPARK_EXECUTOR_GC",
-                env.get("OSL_SPARK_EXECUTOR_GC") or "parallel",
-                EXECUTOR_GC_OPTIONS,
-                "set parallel (the default) or g1 (the JVM's own choice), or unset it",
-            ),
+            **{
+                field: _choice(
+                    variable,
+                    env.get(variable) or getattr(cls, field),
+                    GC_OPTIONS,
+                    f"set parallel or g1 (the JVM's own choice), or unset it for {getattr(cls, field)}",
+                )
+                for field, variable in (("executor_gc", "OSL_SPARK_EXECUTOR_GC"), ("driver_gc", "OSL_SPARK_DRIVER_GC"))
+            },
         }
         for key, name in (
             ("s3_access_key", "OSL_S3_ACCESS_KEY"),
@@ -238,11 +243,12 @@ class Settings:
 #: and executors, and to the Kafka broker.
 JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
 
-#: ``OSL_SPARK_EXECUTOR_GC`` values and the option each adds to Spark's executors. The JVM
-#: picks G1 on a machine of two cores, and G1's concurrent threads took a sixth of the
-#: executors' CPU beside every task; the parallel collector has no concurrent phase
-#: (docs/decisions/0016-executor-gc.md; ``bench/job_bench.py --executor-gc`` compares them).
-EXECUTOR_GC_OPTIONS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
+#: ``OSL_SPARK_EXECUTOR_GC`` and ``OSL_SPARK_DRIVER_GC`` values and the option each adds to
+#: Spark's executors or driver. The JVM picks G1 on a machine of two cores, and G1's concurrent
+#: threads took a sixth of the executors' CPU beside every task; the parallel collector has no
+#: concurrent phase (docs/decisions/0016-executor-gc.md; ``bench/job_bench.py --executor-gc``
+#: compares them).
+GC_OPTIONS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
 
 
 def _choice(variable: str, value: str, options: Mapping[str, str], fix: str) -> str:

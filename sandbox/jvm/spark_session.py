@@ -11,7 +11,7 @@ from pathlib import Path
 from sandbox import artifacts
 from sandbox.artifacts import Progress, say
 from sandbox.jvm import class_data_sharing
-from sandbox.settings import EXECUTOR_GC_OPTIONS, JIT_OPTIONS, Settings
+from sandbox.settings import GC_OPTIONS, JIT_OPTIONS, Settings
 
 
 def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str]:
@@ -32,7 +32,7 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
     # C1 only (Settings.spark_jit): C2's compiler threads compete with the work on two cores
     jit = JIT_OPTIONS[settings.spark_jit]
     # the parallel collector by default (Settings.executor_gc: G1's concurrent threads cost CPU)
-    executor_options = " ".join(o for o in (jit, EXECUTOR_GC_OPTIONS[settings.executor_gc], executor_cds) if o)
+    executor_options = " ".join(o for o in (jit, GC_OPTIONS[settings.executor_gc], executor_cds) if o)
     return {
         "spark.master": e.spark_master,
         "spark.driver.extraClassPath": classpath,
@@ -41,7 +41,14 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         "spark.driver.host": settings.driver_host or settings.host,
         "spark.driver.bindAddress": "0.0.0.0" if settings.driver_host else settings.host,
         "spark.driver.extraJavaOptions": " ".join(
-            o for o in (f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)}", jit, driver_cds) if o
+            o
+            for o in (
+                f"-Dlog4j2.configurationFile=file:{_driver_log_config(settings)}",
+                jit,
+                GC_OPTIONS[settings.driver_gc],
+                driver_cds,
+            )
+            if o
         ),
         # class-data sharing (sandbox/jvm/class_data_sharing.py): the JVMs map their classes
         # instead of loading them

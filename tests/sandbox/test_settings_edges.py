@@ -130,6 +130,30 @@ def test_the_executors_collect_with_the_parallel_collector_unless_told_otherwise
         "-XX:SharedArchiveFile=/x.jsa",
         "-Xshare:auto",
     ]
-    assert "GC" not in g1["spark.driver.extraJavaOptions"]
+    assert "-XX:+UseG1GC" in conf({})["spark.driver.extraJavaOptions"].split()  # the driver's own setting
     with pytest.raises(SandboxError, match=r"OSL_SPARK_EXECUTOR_GC='zgc' is not one of parallel, g1"):
         Settings.from_env({"OSL_SPARK_EXECUTOR_GC": "zgc"})
+
+
+def test_the_driver_s_collector_is_its_own_setting(tmp_path, monkeypatch):
+    """``OSL_SPARK_DRIVER_GC`` sets the driver's collector alone, beside the JIT and CDS options;
+    the executors keep theirs; anything else is refused naming the variable."""
+    from sandbox import artifacts
+    from sandbox.jvm import class_data_sharing
+    from sandbox.jvm.spark_session import spark_conf
+
+    monkeypatch.setattr(artifacts, "spark_job_jars", lambda *_a, **_k: [])
+    monkeypatch.setattr(class_data_sharing, "java_options", lambda _s: ("-XX:SharedArchiveFile=/d.jsa", ""))
+    conf = lambda env: spark_conf(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), **env}), progress=lambda _l: None)  # noqa: E731
+    parallel = conf({"OSL_SPARK_DRIVER_GC": "parallel"})
+    assert parallel["spark.driver.extraJavaOptions"].split()[1:] == [
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseParallelGC",
+        "-XX:SharedArchiveFile=/d.jsa",
+    ]
+    assert parallel["spark.executor.extraJavaOptions"].split() == ["-XX:TieredStopAtLevel=1", "-XX:+UseParallelGC"]
+    g1 = conf({"OSL_SPARK_DRIVER_GC": "g1", "OSL_SPARK_EXECUTOR_GC": "g1"})
+    assert "-XX:+UseG1GC" in g1["spark.driver.extraJavaOptions"].split()
+    assert "-XX:+UseParallelGC" not in g1["spark.driver.extraJavaOptions"]
+    with pytest.raises(SandboxError, match=r"OSL_SPARK_DRIVER_GC='shenandoah' is not one of parallel, g1"):
+        Settings.from_env({"OSL_SPARK_DRIVER_GC": "shenandoah"})
