@@ -4,10 +4,11 @@ whose checks compare durations with the machine to themselves.
 Run one after the other, the tests (about 880 s) and the chapters (about 1,140 s) left 36 % of
 two cores idle: both wait on real time (producers at a rate, triggers, restarts, kills). Here
 the chapters run in a second pytest on a sandbox of their own (``.sandbox-test-book``, ports
-+12500) while the tests run in the foreground on the test sandbox (+10000). Chapters 05 and 10
-run last and alone: 05 asserts a catch-up time against its own forecast and the cap's price in
-time, 10 measures recovery times against the load it measured first; beside other work both
-measure the neighbour (docs/decisions/0025-tests-and-chapters-side-by-side.md).
++12500) while the tests run in the foreground on the test sandbox (+10000). Chapters 05, 07 and
+10 run last and alone: 05 asserts a catch-up time against its own forecast and the cap's price in
+time, 07 that the job it measured outpaces its input, 10 measures recovery times against the load
+it measured first; beside other work they measure the neighbour
+(docs/decisions/0025-tests-and-chapters-side-by-side.md).
 ``OSL_TEST_BOOK_AFTER=<file>``: the chapters beside start only once that file exists or the
 tests have ended, whichever comes first. ``.ci/run`` names the file its compose lane writes when
 it ends: two heavy runs at a time, never three (three on two cores made CI slower, not faster:
@@ -32,8 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The chapters whose checks compare durations: run after everything else, with the machine to themselves.
-ALONE = ("notebooks/05-backlog-and-memory.ipynb", "notebooks/10-recovery-benchmark.ipynb")
+#: The chapters whose checks compare durations or rates: run after everything else, with the machine to themselves.
+ALONE = (
+    "notebooks/05-backlog-and-memory.ipynb",
+    "notebooks/07-kafka-data-loss.ipynb",
+    "notebooks/10-recovery-benchmark.ipynb",
+)
 #: The second sandbox, for the chapters beside the tests (tests/ports.py reserves its ports).
 BOOK_STATE_DIR = ROOT / ".sandbox-test-book"
 BOOK_PORT_OFFSET = 12_500

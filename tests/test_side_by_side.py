@@ -29,7 +29,11 @@ def test_every_chapter_runs_in_exactly_one_part() -> None:
     assert len(on_disk) == 11, on_disk  # chapters 00-10; drafts and solutions live in folders
     beside = [a for a in book.args if a.endswith(".ipynb")]
     assert sorted(beside + alone.args) == on_disk
-    assert alone.args == ["notebooks/05-backlog-and-memory.ipynb", "notebooks/10-recovery-benchmark.ipynb"]
+    assert alone.args == [
+        "notebooks/05-backlog-and-memory.ipynb",
+        "notebooks/07-kafka-data-loss.ipynb",
+        "notebooks/10-recovery-benchmark.ipynb",
+    ]
     assert tests.args == ["-m", "not compose", "tests"]
 
 
