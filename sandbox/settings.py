@@ -175,21 +175,9 @@ class Settings:
             **({"verify_driver_memory": env["OSL_VERIFY_DRIVER_MEMORY"]} if env.get("OSL_VERIFY_DRIVER_MEMORY") else {}),
             **{
                 field: _choice(
-                    variable,
-                    env.get(variable) or getattr(cls, field),
-                    JIT_OPTIONS,
-                    "set c1 (quick start, the default on small machines) or tiered (the JVM's own C1-then-C2), or unset it",
+                    variable, env.get(variable) or getattr(cls, field), options, fix.format(default=getattr(cls, field))
                 )
-                for field, variable in (("spark_jit", "OSL_SPARK_JIT"), ("kafka_jit", "OSL_KAFKA_JIT"))
-            },
-            **{
-                field: _choice(
-                    variable,
-                    env.get(variable) or getattr(cls, field),
-                    GC_OPTIONS,
-                    f"set parallel or g1 (the JVM's own choice), or unset it for {getattr(cls, field)}",
-                )
-                for field, variable in (("executor_gc", "OSL_SPARK_EXECUTOR_GC"), ("driver_gc", "OSL_SPARK_DRIVER_GC"))
+                for field, variable, options, fix in _CHOICES
             },
         }
         for key, name in (
@@ -249,6 +237,19 @@ JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
 #: concurrent phase (docs/decisions/0016-executor-gc.md; ``bench/job_bench.py --executor-gc``
 #: compares them).
 GC_OPTIONS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
+
+
+_JIT_FIX = "set c1 (quick start, the default on small machines) or tiered (the JVM's own C1-then-C2), or unset it"
+_GC_FIX = "set parallel or g1 (the JVM's own choice), or unset it for {default}"
+
+#: The settings chosen from a table of JVM options: (field, variable, table, the fix a refusal
+#: gives, ``{default}`` standing for the field's default).
+_CHOICES = (
+    ("spark_jit", "OSL_SPARK_JIT", JIT_OPTIONS, _JIT_FIX),
+    ("kafka_jit", "OSL_KAFKA_JIT", JIT_OPTIONS, _JIT_FIX),
+    ("executor_gc", "OSL_SPARK_EXECUTOR_GC", GC_OPTIONS, _GC_FIX),
+    ("driver_gc", "OSL_SPARK_DRIVER_GC", GC_OPTIONS, _GC_FIX),
+)
 
 
 def _choice(variable: str, value: str, options: Mapping[str, str], fix: str) -> str:
