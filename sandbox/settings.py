@@ -122,7 +122,8 @@ class Settings:
     #: The executors' garbage collector, from ``OSL_SPARK_EXECUTOR_GC``: ``parallel`` (the
     #: default) or ``g1`` (the JVM's own choice on this machine). See :data:`GC_OPTIONS`.
     executor_gc: str = "parallel"
-    #: The driver's garbage collector, from ``OSL_SPARK_DRIVER_GC``, the same choices.
+    #: The driver's garbage collector, from ``OSL_SPARK_DRIVER_GC``, the same choices: G1 by
+    #: default, the parallel one measured no cheaper for a driver (docs/decisions/0027-driver-gc.md).
     driver_gc: str = "g1"
     start_timeout_s: float = 120.0
     #: The heap of the verifier's own Spark driver (``python -m job verify``), from
