@@ -173,8 +173,10 @@ def produce(
     rate: float = 50_000.0,
     duration: float = 3600.0,
     shape: Shape = FEW,
+    stop: threading.Event | None = None,
 ) -> str:
-    """Run the producers without faults; ``messages`` fixes the total, otherwise rate x duration."""
+    """Run the producers without faults; ``messages`` fixes the total, otherwise rate x duration
+    (or until ``stop`` is set: the open sessions then end as at the deadline)."""
     from producers.runner import RunConfig, Runner
 
     sites, sessions = shape.sites, shape.sessions
@@ -191,8 +193,11 @@ def produce(
         seed=seed,
         topic_prefix=prefix,
     )
-    summary = Runner(cfg).run()
-    if summary.stopped not in ("completed", "duration") or summary.outcomes.get("ok", 0) == 0:
+    runner = Runner(cfg)
+    if stop is not None:
+        threading.Thread(target=lambda: stop.wait() and runner.stop(), name="producers-stop", daemon=True).start()
+    summary = runner.run()
+    if summary.stopped not in ("completed", "duration", "stopped") or summary.outcomes.get("ok", 0) == 0:
         raise RuntimeError(f"the producers did not finish cleanly: {summary.text()}")
     say(f"produced {summary.outcomes.get('ok', 0)} records to {prefix}* in {summary.elapsed_s:.1f}s")
     return ledger

@@ -76,7 +76,7 @@ from bench.job_bench import (  # noqa: E402
     say,
     sink_visibility,
 )
-from job.drills.recovery import DetectorConfig, RecoveryReport, detect, detector_for  # noqa: E402
+from job.drills.recovery import DetectorConfig, RecoveryReport, detect, detector_for, recovered_so_far  # noqa: E402
 from job.spark.config import trigger_ms  # noqa: E402
 from job.spark.query_progress import reached  # noqa: E402
 from sandbox.settings import Settings, shown  # noqa: E402
@@ -102,7 +102,16 @@ class Schedule:
     run for ``warmup_s + failures * interval_s`` seconds at ``rate`` msg/s, or, with
     ``load``, at that fraction of the job's capacity as its worker measures it before the
     clock starts (:data:`CAPACITY_RECORDS` drained in batches of :data:`CAPACITY_CAP`); the
-    systems after the job get the same rate."""
+    systems after the job get the same rate.
+
+    With ``after_recovery``, each failure after the first comes as soon as the previous one
+    has recovered, and the producers stop as soon as the last one has: the detector on the
+    system's throughput as it is logged, with the run's settings
+    (:func:`job.drills.recovery.recovered_so_far`). ``interval_s`` is then the longest wait
+    for a recovery, the failure bound: past it the next failure (or the end) comes anyway,
+    and the detector's report says which recovery was not found. A fixed spacing has to be
+    as long as the slowest recovery of the machine's worst day; this one waits for the
+    recovery the run actually had, so a slow restart is measured instead of cut off."""
 
     target: str = "spark-worker-1"
     #: the target of each failure in turn, when they differ (cycled): ("driver", "spark-worker")
@@ -115,14 +124,21 @@ class Schedule:
     down_s: float = 5.0
     rate: float = 200.0
     load: float | None = None
+    after_recovery: bool = False
 
     @property
     def duration_s(self) -> float:
+        """The producers' run: the whole of it, or with ``after_recovery`` its longest."""
         return self.warmup_s + self.failures * self.interval_s
 
     def times(self) -> list[float]:
-        """Failure times in seconds after the producers started."""
+        """Failure times in seconds after the producers started: known in advance for a fixed
+        spacing; with ``after_recovery`` only the first is, the others are the latest each may come."""
         return [self.warmup_s + i * self.interval_s for i in range(self.failures)]
+
+    def fixed_times(self) -> list[float]:
+        """The failure times set before the run (all of them, or only the first with ``after_recovery``)."""
+        return self.times()[:1] if self.after_recovery else self.times()
 
     def __post_init__(self) -> None:
         if self.targets:  # the summary shows ``target``: the first failure's, not the default
@@ -154,6 +170,7 @@ class SystemRun:
     labels: list[str] = field(default_factory=list)  # per failure: what it did to the system (failure_label)
     restarts: int = 0  # brought back after a scheduled kill
     crashes: int = 0  # exited on its own and started again by the supervisor
+    duration_s: float = 0.0  # how long the producers ran (shorter than the schedule's with after_recovery)
 
 
 # ----------------------------------------------------------------------------- the series
@@ -667,6 +684,7 @@ def run_system(
     trigger: str,
     idle_s: float,
     measure: int = 0,
+    detector: DetectorConfig | None = None,
 ) -> SystemRun:
     """Start ``system``'s worker, produce for the schedule's duration while failures are
     injected, stop the worker, and collect the observations."""
@@ -712,7 +730,18 @@ def run_system(
     say(f"{system}: starting the worker (log {shown(files['worker.log'])})")
     worker.start()
     try:
-        return _drive(system, schedule, worker, files, settings=settings, sandbox=sandbox, work=work, prefix=prefix, seed=seed)
+        return _drive(
+            system,
+            schedule,
+            worker,
+            files,
+            settings=settings,
+            sandbox=sandbox,
+            work=work,
+            prefix=prefix,
+            seed=seed,
+            detector=detector or detector_for(trigger),
+        )
     finally:
         worker.stop()  # whatever happened, no worker outlives the run
 
@@ -728,6 +757,7 @@ def _drive(
     work: Path,
     prefix: str,
     seed: int,
+    detector: DetectorConfig,
 ) -> SystemRun:
     deadline = time.monotonic() + 300
     if system == "job":  # producing before the query is up would bill the application's start to the warm-up
@@ -753,8 +783,11 @@ def _drive(
         )
     sampler = WatermarkSampler(settings.endpoints().kafka_bootstrap, prefix)
     ledger: dict[str, str] = {}
+    enough = threading.Event()  # set: the producers end now (after_recovery), not at the schedule's end
     producer = threading.Thread(
-        target=lambda: ledger.update(path=produce(settings, work, prefix, seed=seed, rate=rate, duration=schedule.duration_s)),
+        target=lambda: ledger.update(
+            path=produce(settings, work, prefix, seed=seed, rate=rate, duration=schedule.duration_s, stop=enough)
+        ),
         name="producers",
         daemon=True,
     )
@@ -764,8 +797,19 @@ def _drive(
     try:
         hit_cores: list[int | None] = []
         failures_ms, undone_ms, ledger_path = _schedule(
-            system, schedule, rate, worker, sandbox, producer, ledger, t0_ms, hit_cores
+            system,
+            schedule,
+            rate,
+            worker,
+            sandbox,
+            producer,
+            ledger,
+            t0_ms,
+            hit_cores,
+            recovered=lambda failures_ms: _recovered_live(files["events.jsonl"], t0_ms, failures_ms, detector),
+            enough=enough,
         )
+        duration_s = min(schedule.duration_s, (time.time() * 1000 - t0_ms) / 1000)
         _append(files["stop.json"], {"ledger": ledger_path})
         say(f"{system}: producers done; draining and verifying")
         finished = worker.wait(1200)
@@ -791,6 +835,7 @@ def _drive(
         restarts=worker.restarts,
         crashes=worker.crashes,
         labels=[failure_label(system, schedule, i) for i in range(schedule.failures)],
+        duration_s=duration_s,
     )
 
 
@@ -804,19 +849,46 @@ def _schedule(
     ledger: dict[str, str],
     t0_ms: int,
     hit_cores: list[int | None],
+    *,
+    recovered: Callable[[list[int]], bool],
+    enough: threading.Event,
 ) -> tuple[list[int], list[int], str]:
-    """Inject the failures on time while the producers run; return when each failure was
-    injected and undone, and the ledger. ``hit_cores`` gets, per failure, the executor cores
-    the master counted on a killed Spark worker the instant before the kill (None: no worker)."""
+    """Inject the failures while the producers run: on time, or with ``after_recovery``
+    each once ``recovered(failures_ms)`` says the previous one is over (at the latest ``interval_s``
+    after it), the producers told to stop (``enough``) once the last one is. Return when
+    each failure was injected and undone, and the ledger. ``hit_cores`` gets, per failure,
+    the executor cores the master counted on a killed Spark worker the instant before the
+    kill (None: no worker)."""
     labels = [failure_label(system, schedule, i) for i in range(schedule.failures)]
     what = labels[0] if len(set(labels)) == 1 else " / ".join(dict.fromkeys(labels))
-    say(
-        f"{system}: producing {rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
-        f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s"
-    )
-    failures_ms, undone_ms = [], []
+    if schedule.after_recovery:
+        say(
+            f"{system}: producing {rate:.0f} msg/s; {schedule.failures} x {what} from {schedule.warmup_s:.0f}s, each next "
+            f"one (and the end) once the previous has recovered, at most {schedule.interval_s:.0f}s after it"
+        )
+    else:
+        say(
+            f"{system}: producing {rate:.0f} msg/s for {schedule.duration_s:.0f}s; "
+            f"{schedule.failures} x {what} every {schedule.interval_s:.0f}s from {schedule.warmup_s:.0f}s"
+        )
+    failures_ms: list[int] = []
+    undone_ms: list[int] = []
+
+    def wait_for_recovery(n: int) -> None:
+        """After failure ``n`` (from 1): return once it recovered or ``interval_s`` after it."""
+        bound = failures_ms[-1] / 1000 + schedule.interval_s
+        while time.time() < bound and producer.is_alive():
+            if recovered(failures_ms):
+                say(f"  failure {n}: recovered at t={time.time() - t0_ms / 1000:.0f}s (throughput back in its band)")
+                return
+            time.sleep(1.0)  # a poll of the worker's log; the bound above is the deadline
+        say(f"  failure {n}: no recovery within {schedule.interval_s:.0f}s of it; going on (the report will say so)")
+
     for n, at in enumerate(schedule.times(), 1):
-        time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
+        if schedule.after_recovery and n > 1:
+            wait_for_recovery(n - 1)
+        else:
+            time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
         service, target = None, schedule.target_at(n - 1)
         if not _own_process(system, target) and target.startswith("spark-worker"):
             cores = worker_cores(sandbox.settings)  # the master's view, the instant before the kill
@@ -829,10 +901,27 @@ def _schedule(
         undo()
         undone_ms.append(int(time.time() * 1000))
         say(f"  failure {n}: undone at t={(time.time() * 1000 - t0_ms) / 1000:.0f}s")
+    if schedule.after_recovery:
+        wait_for_recovery(schedule.failures)
+        enough.set()
     producer.join()
     if "path" not in ledger:
         raise RuntimeError("the producers stopped without a ledger; see the messages above")
     return failures_ms, undone_ms, ledger["path"]
+
+
+def _recovered_live(events: Path, t0_ms: int, failures_ms: list[int], config: DetectorConfig) -> bool:
+    """Whether the last failure so far has recovered, on the throughput the worker has logged:
+    the seconds before its last logged batch, which later batches cannot change (one query's
+    batches run one after the other), counted as :func:`per_second` counts them."""
+    batches = [e for e in _read_events(events) if "rows" in e]
+    if not batches or not failures_ms:
+        return False
+    n = math.floor((max(e["ms"] for e in batches) - t0_ms) / 1000)
+    if n <= 0:
+        return False
+    failures = [(ms - t0_ms) / 1000 for ms in failures_ms]
+    return recovered_so_far(np.arange(n), spread_rows(batches, t0_ms, n), failures, config)
 
 
 def worker_cores(settings) -> dict[str, int]:
@@ -1044,8 +1133,8 @@ def like_for_like(schedules: Mapping[str, Schedule], reports: dict[str, Recovery
     if not set(SYSTEMS) <= set(reports):
         return []
     out = []
-    for i, at in enumerate(schedules["job"].times()):
-        j = next((k for k, t in enumerate(schedules["baseline"].times()) if t == at), None)
+    for i, at in enumerate(schedules["job"].fixed_times()):
+        j = next((k for k, t in enumerate(schedules["baseline"].fixed_times()) if t == at), None)
         if j is None or not (
             _own_process("job", schedules["job"].target_at(i)) and _own_process("baseline", schedules["baseline"].target_at(j))
         ):
@@ -1065,13 +1154,21 @@ def like_for_like(schedules: Mapping[str, Schedule], reports: dict[str, Recovery
 
 def print_report(schedules: Mapping[str, Schedule], reports: dict[str, RecoveryReport], runs: dict[str, SystemRun]) -> None:
     first = schedules[next(iter(reports))]
+    spacing = (
+        f"each after the previous recovered (at most {first.interval_s:.0f}s)"
+        if first.after_recovery
+        else f"every {first.interval_s:.0f}s"
+    )
     print(
-        f"\nrecovery benchmark: failures every {first.interval_s:.0f}s (back after {first.down_s:.0f}s), "
+        f"\nrecovery benchmark: failures {spacing} (back after {first.down_s:.0f}s), "
         f"{first.rate:.0f} msg/s, warm-up {first.warmup_s:.0f}s"
     )
-    for system in reports:
+    for system, report in reports.items():
         sc = schedules[system]
-        print(f"  {system}: " + ", ".join(f"{failure_label(system, sc, i)} at {t:.0f}s" for i, t in enumerate(sc.times())))
+        print(
+            f"  {system}: "
+            + ", ".join(f"{failure_label(system, sc, f.index - 1)} at {f.failure_s:.0f}s" for f in report.failures)
+        )
     if (capacity := job_capacity(runs)) is not None:
         print(f"  the job's capacity: {capacity['capacity']:,.0f} records/s; input {first.rate / capacity['capacity']:.0%} of it")
     print(
@@ -1186,10 +1283,11 @@ def bench(
             trigger=trigger,
             idle_s=idle,
             measure=measure,
+            detector=cfg,
         )
         if measure:  # the systems after the job get the rate its capacity gave
             schedules = {s: replace(x, rate=runs[system].rate) for s, x in schedules.items()}
-        tables[system], lag = per_second(runs[system], schedules[system].duration_s)
+        tables[system], lag = per_second(runs[system], runs[system].duration_s)
         lags.append(lag)
         failure_s = [(ms - runs[system].t0_ms) / 1000 for ms in runs[system].failures_ms]
         reports[system] = mixed(analyse(tables[system], failure_s, cfg), runs[system].labels)
@@ -1268,6 +1366,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--interval", type=float, default=Schedule.interval_s, help="seconds between failures (default %(default)s)"
     )
+    parser.add_argument(
+        "--after-recovery",
+        action="store_true",
+        help="each next failure (and the end) once the previous one recovered; --interval is then the longest wait "
+        "(docs/decisions/0028-recovery-after-recovery.md)",
+    )
     parser.add_argument("--warmup", type=float, default=Schedule.warmup_s, help="seconds of producing before the first failure")
     parser.add_argument(
         "--down",
@@ -1323,6 +1427,7 @@ def main(argv: list[str] | None = None) -> int:
         down_s=args.down,
         rate=args.rate,
         load=args.load,
+        after_recovery=args.after_recovery,
     )
     result = bench(
         schedule,

@@ -122,7 +122,28 @@ def test_a_second_without_watermark_sample_has_no_lag_value(rb):
 
 def test_schedule_places_failures_after_the_warm_up_and_produces_until_the_last_interval_ends(rb):
     s = rb.Schedule(failures=3, interval_s=30, warmup_s=40)
-    assert s.times() == [40, 70, 100] and s.duration_s == 130
+    assert s.times() == [40, 70, 100] and s.duration_s == 130 and s.fixed_times() == s.times()
+    # after_recovery: only the first time is set in advance; the others, and the run's end, are bounds
+    waits = rb.Schedule(failures=3, interval_s=30, warmup_s=40, after_recovery=True)
+    assert waits.fixed_times() == [40] and waits.duration_s == 130
+
+
+def test_the_live_recovery_reads_only_the_seconds_before_the_last_logged_batch(rb, tmp_path):
+    from job.drills.recovery import DetectorConfig
+
+    events = tmp_path / "events.jsonl"
+    cfg = DetectorConfig(smooth_s=1, hold_s=10)
+    # one 100-row batch a second for 60 s, an outage of 10 s from 30 s, then batches again
+    batch = lambda s: {"ms": T0 + s * 1000 + 999, "start_ms": T0 + s * 1000, "rows": 100}  # noqa: E731
+    for s in [*range(30), *range(40, 60)]:
+        rb._append(events, batch(s))
+    # back in band from 40 s, held for 10 s by second 49: known once a batch logged after it
+    assert rb._recovered_live(events, T0, [T0 + 30_000], cfg)
+    assert not rb._recovered_live(events, T0, [T0 + 45_000], cfg)  # a failure whose impact has not shown yet
+    events.write_text("")
+    for s in [*range(30), *range(40, 49)]:
+        rb._append(events, batch(s))
+    assert not rb._recovered_live(events, T0, [T0 + 30_000], cfg)
 
 
 class FakeSandbox:

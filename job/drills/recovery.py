@@ -65,6 +65,7 @@ __all__ = [
     "detect",
     "detector_for",
     "moving_average",
+    "recovered_so_far",
 ]
 
 
@@ -318,6 +319,35 @@ def detect(
         )
     stable, verdict = _stability(results, cfg)
     return RecoveryReport(failures=tuple(results), stable=stable, verdict=verdict, config=cfg)
+
+
+def recovered_so_far(
+    times: Sequence[float],
+    values: Sequence[float],
+    failures: Sequence[float],
+    config: DetectorConfig,
+    *,
+    metric: str = "throughput",
+) -> bool:
+    """Whether the last of ``failures`` has recovered on one metric, judged on the series
+    recorded so far: the question a schedule asks before it injects the next failure, or
+    stops the run after the last one. The same band, impact and hold as :func:`detect`, the
+    end of the series as the horizon; ``times`` must hold only seconds that later samples
+    cannot change. A failure whose impact has not shown yet counts as recovered only once
+    the series reaches three holds past it: a quiet second right after an injection is not
+    a recovery."""
+    t = np.asarray(times, dtype=float)
+    fails = [float(f) for f in failures]
+    if not fails or len(t) == 0 or t[-1] < fails[-1]:
+        return False
+    smooth = moving_average(t, np.array([np.nan if v is None else v for v in values], dtype=float), config.smooth_s)
+    try:
+        last = _metric_recoveries(metric, t, smooth, fails, fails[1:] + [float(t[-1]) + 1.0], config)[-1]
+    except DetectorError:  # too few samples before the first failure: nothing to judge against
+        return False
+    if last.impacted:
+        return last.recovered
+    return float(t[-1]) + 1.0 >= fails[-1] + 3 * config.hold_s
 
 
 def _columns(series: Any, names: list[str]) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from job.drills.recovery import DetectorConfig, DetectorError, detect, detector_for, moving_average
+from job.drills.recovery import DetectorConfig, DetectorError, detect, detector_for, moving_average, recovered_so_far
 
 EXACT = DetectorConfig(smooth_s=1)
 
@@ -221,3 +221,27 @@ def test_describe_names_each_failure_s_band_impact_and_recovery_relative_to_it()
     assert text.splitlines()[0].startswith("unstable: never recovered")
     assert "failure 1 at 60s, throughput: band 85..115 (mean 100, 20 samples), impact +0s, recovered none (horizon +60s)" in text
     assert "failure 1 at 60s, latency: band <= 1,150 (mean 1,000, 20 samples), impact +0s, recovered +15s" in text
+
+
+def test_recovered_so_far_answers_on_the_seconds_logged_and_agrees_with_the_detector_once_the_series_is_complete():
+    s = series(outages=[(60, 70)], catch_up=[(70, 80)])
+    t, thr = s["t"], s["throughput"]
+    answers = {n: recovered_so_far(t[:n], thr[:n], [60], EXACT) for n in (60, 65, 80, 89, 90, 180)}
+    # recovered at 80 and held for 10 s: known once second 89 is logged (90 seconds), not before
+    assert answers == {60: False, 65: False, 80: False, 89: False, 90: True, 180: True}
+    # the detector, given the next failure right there, finds that same recovery
+    (f, _) = detect(s, [60, 90], config=EXACT).failures
+    assert f.throughput.recovery_s == 80
+
+
+def test_recovered_so_far_waits_for_a_failure_whose_impact_has_not_shown_and_judges_the_last_failure():
+    flat = series()
+    # no impact yet: a quiet second right after an injection is not a recovery, three holds of calm are
+    assert not recovered_so_far(flat["t"][:75], flat["throughput"][:75], [60], EXACT)
+    assert recovered_so_far(flat["t"][:90], flat["throughput"][:90], [60], EXACT)
+    # the second failure's outage is still going on: the first one's recovery does not count for it
+    s = series(outages=[(60, 70), (120, 180)])
+    assert not recovered_so_far(s["t"][:150], s["throughput"][:150], [60, 120], EXACT)
+    # too little before the first failure to build a band, or nothing logged after it: not recovered
+    assert not recovered_so_far(flat["t"][:40], flat["throughput"][:40], [5], EXACT)
+    assert not recovered_so_far(flat["t"][:50], flat["throughput"][:50], [60], EXACT)
