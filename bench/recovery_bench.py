@@ -1,7 +1,8 @@
 """Recovery benchmark: recurrent failures while producers send at a constant rate, the job next to the baseline.
 
 After the fault-recovery study in ``002_4dc09791356e2623.txt``: a warm-up, then
-``--failures`` failures every ``--interval`` seconds, each one a ``--action`` (kill or
+``--failures`` failures every ``--interval`` seconds (with ``--after-recovery``: each next one
+once the previous one recovered, ``--interval`` being the longest wait), each one a ``--action`` (kill or
 pause) of ``--target``; a killed target is brought back ``--down`` seconds later as an
 operator would (``sandbox restart``, or the supervisor starting the process again), a
 paused one resumed. Producers run at ``--rate`` msg/s throughout (no data faults, fixed
@@ -133,7 +134,8 @@ class Schedule:
 
     def times(self) -> list[float]:
         """Failure times in seconds after the producers started: known in advance for a fixed
-        spacing; with ``after_recovery`` only the first is, the others are the latest each may come."""
+        spacing; with ``after_recovery`` only the first is (the others come once the previous
+        one recovered, and may come up to a few seconds past these when every wait ran to its bound)."""
         return [self.warmup_s + i * self.interval_s for i in range(self.failures)]
 
     def fixed_times(self) -> list[float]:
@@ -686,8 +688,8 @@ def run_system(
     measure: int = 0,
     detector: DetectorConfig | None = None,
 ) -> SystemRun:
-    """Start ``system``'s worker, produce for the schedule's duration while failures are
-    injected, stop the worker, and collect the observations."""
+    """Start ``system``'s worker, produce while failures are injected (for the schedule's
+    duration, or until the last failure recovered), stop the worker, and collect the observations."""
     files = {k: work / f"{system}-{k}" for k in ("events.jsonl", "stop.json", "verdict.json", "visible.csv", "worker.log")}
     for path in files.values():
         path.unlink(missing_ok=True)
@@ -783,11 +785,11 @@ def _drive(
         )
     sampler = WatermarkSampler(settings.endpoints().kafka_bootstrap, prefix)
     ledger: dict[str, str] = {}
-    enough = threading.Event()  # set: the producers end now (after_recovery), not at the schedule's end
+    enough = threading.Event()  # set: the producers end now (after_recovery, or an error), not at their deadline
+    # after_recovery: the waits' bounds end the run; the producers' own deadline is only a backstop past them
+    backstop = schedule.duration_s + (60.0 if schedule.after_recovery else 0.0)
     producer = threading.Thread(
-        target=lambda: ledger.update(
-            path=produce(settings, work, prefix, seed=seed, rate=rate, duration=schedule.duration_s, stop=enough)
-        ),
+        target=lambda: ledger.update(path=produce(settings, work, prefix, seed=seed, rate=rate, duration=backstop, stop=enough)),
         name="producers",
         daemon=True,
     )
@@ -796,7 +798,7 @@ def _drive(
     sampler.start()
     try:
         hit_cores: list[int | None] = []
-        failures_ms, undone_ms, ledger_path = _schedule(
+        failures_ms, undone_ms, ledger_path, ended_ms = _schedule(
             system,
             schedule,
             rate,
@@ -809,11 +811,12 @@ def _drive(
             recovered=lambda failures_ms: _recovered_live(files["events.jsonl"], t0_ms, failures_ms, detector),
             enough=enough,
         )
-        duration_s = min(schedule.duration_s, (time.time() * 1000 - t0_ms) / 1000)
+        duration_s = (ended_ms - t0_ms) / 1000 if ended_ms else schedule.duration_s
         _append(files["stop.json"], {"ledger": ledger_path})
         say(f"{system}: producers done; draining and verifying")
         finished = worker.wait(1200)
     finally:
+        enough.set()  # on an error too: no producers go on sending in the background
         highs = sampler.stop()
     if not finished:
         raise RuntimeError(worker.failed or f"the {system} worker did not finish within 20 minutes; see {files['worker.log']}")
@@ -852,11 +855,12 @@ def _schedule(
     *,
     recovered: Callable[[list[int]], bool],
     enough: threading.Event,
-) -> tuple[list[int], list[int], str]:
+) -> tuple[list[int], list[int], str, int | None]:
     """Inject the failures while the producers run: on time, or with ``after_recovery``
     each once ``recovered(failures_ms)`` says the previous one is over (at the latest ``interval_s``
     after it), the producers told to stop (``enough``) once the last one is. Return when
-    each failure was injected and undone, and the ledger. ``hit_cores`` gets, per failure,
+    each failure was injected and undone, the ledger, and when the producers were told to
+    stop (None: they ran to their deadline). ``hit_cores`` gets, per failure,
     the executor cores the master counted on a killed Spark worker the instant before the
     kill (None: no worker)."""
     labels = [failure_label(system, schedule, i) for i in range(schedule.failures)]
@@ -874,21 +878,32 @@ def _schedule(
     failures_ms: list[int] = []
     undone_ms: list[int] = []
 
+    def producing(n: int) -> None:
+        if not producer.is_alive():
+            raise RuntimeError(
+                f"{system}: the producers stopped before failure {n} was due (at t={time.time() - t0_ms / 1000:.0f}s); "
+                "see the producers' messages above"
+            )
+
     def wait_for_recovery(n: int) -> None:
         """After failure ``n`` (from 1): return once it recovered or ``interval_s`` after it."""
         bound = failures_ms[-1] / 1000 + schedule.interval_s
-        while time.time() < bound and producer.is_alive():
+        while time.time() < bound:
+            producing(n + 1)
             if recovered(failures_ms):
                 say(f"  failure {n}: recovered at t={time.time() - t0_ms / 1000:.0f}s (throughput back in its band)")
                 return
+            if worker.failed:
+                raise RuntimeError(f"{system}: {worker.failed}")
             time.sleep(1.0)  # a poll of the worker's log; the bound above is the deadline
-        say(f"  failure {n}: no recovery within {schedule.interval_s:.0f}s of it; going on (the report will say so)")
+        say(f"  failure {n}: no recovery within {schedule.interval_s:.0f}s of it; going on (the report will say which)")
 
     for n, at in enumerate(schedule.times(), 1):
         if schedule.after_recovery and n > 1:
             wait_for_recovery(n - 1)
         else:
             time.sleep(max(0.0, t0_ms / 1000 + at - time.time()))
+        producing(n)
         service, target = None, schedule.target_at(n - 1)
         if not _own_process(system, target) and target.startswith("spark-worker"):
             cores = worker_cores(sandbox.settings)  # the master's view, the instant before the kill
@@ -901,27 +916,42 @@ def _schedule(
         undo()
         undone_ms.append(int(time.time() * 1000))
         say(f"  failure {n}: undone at t={(time.time() * 1000 - t0_ms) / 1000:.0f}s")
+    ended_ms = None
     if schedule.after_recovery:
         wait_for_recovery(schedule.failures)
+        ended_ms = int(time.time() * 1000)
         enough.set()
     producer.join()
     if "path" not in ledger:
         raise RuntimeError("the producers stopped without a ledger; see the messages above")
-    return failures_ms, undone_ms, ledger["path"]
+    return failures_ms, undone_ms, ledger["path"], ended_ms
 
 
 def _recovered_live(events: Path, t0_ms: int, failures_ms: list[int], config: DetectorConfig) -> bool:
-    """Whether the last failure so far has recovered, on the throughput the worker has logged:
-    the seconds before its last logged batch, which later batches cannot change (one query's
-    batches run one after the other), counted as :func:`per_second` counts them."""
+    """Whether the last failure so far is over, on what the worker has logged: its throughput
+    over the seconds before its last logged batch (which later batches cannot change: one
+    query's batches run one after the other), counted as :func:`per_second` counts them, back
+    in its band for the hold plus one smoothing window; and, for a system that logs its
+    executors, as many as at the last batch before the failure.
+
+    The extra window is the latency's margin: latency is judged only afterwards (it needs the
+    outputs), by the records' production second, and the records of the seconds just before
+    the next failure wait through it; their p90 must not fall inside this failure's hold."""
     batches = [e for e in _read_events(events) if "rows" in e]
     if not batches or not failures_ms:
         return False
     n = math.floor((max(e["ms"] for e in batches) - t0_ms) / 1000)
     if n <= 0:
         return False
+    counts = [(e["ms"], e["executors"]) for e in batches if e.get("executors") is not None]
+    before = [x for ms, x in counts if ms < failures_ms[-1]]
+    if before and counts and counts[-1][0] >= failures_ms[-1] and counts[-1][1] < before[-1]:
+        return False  # the replacement executor has not joined yet: its state load is still to come
+    if before and counts and counts[-1][0] < failures_ms[-1]:
+        return False  # no batch since the failure
     failures = [(ms - t0_ms) / 1000 for ms in failures_ms]
-    return recovered_so_far(np.arange(n), spread_rows(batches, t0_ms, n), failures, config)
+    margin = replace(config, hold_s=config.hold_s + config.smooth_s)
+    return recovered_so_far(np.arange(n), spread_rows(batches, t0_ms, n), failures, margin)
 
 
 def worker_cores(settings) -> dict[str, int]:
@@ -1318,6 +1348,7 @@ def bench(
                 "restarts": runs[s].restarts,
                 "crashes": runs[s].crashes,
                 "failures_s": [f.failure_s for f in reports[s].failures],
+                "duration_s": runs[s].duration_s,
                 "labels": runs[s].labels,
                 "undone_s": [(ms - runs[s].t0_ms) / 1000 for ms in runs[s].undone_ms],
                 "executors": executors_around(runs[s]),
@@ -1364,7 +1395,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--action", choices=ACTIONS, default=Schedule.action)
     parser.add_argument("--failures", type=int, default=Schedule.failures, help="(default %(default)s)")
     parser.add_argument(
-        "--interval", type=float, default=Schedule.interval_s, help="seconds between failures (default %(default)s)"
+        "--interval",
+        type=float,
+        default=Schedule.interval_s,
+        help="seconds between failures; with --after-recovery the longest wait for a recovery (default %(default)s)",
     )
     parser.add_argument(
         "--after-recovery",

@@ -141,9 +141,17 @@ def test_the_live_recovery_reads_only_the_seconds_before_the_last_logged_batch(r
     assert rb._recovered_live(events, T0, [T0 + 30_000], cfg)
     assert not rb._recovered_live(events, T0, [T0 + 45_000], cfg)  # a failure whose impact has not shown yet
     events.write_text("")
-    for s in [*range(30), *range(40, 49)]:
+    for s in [*range(30), *range(40, 50)]:
         rb._append(events, batch(s))
+    # held for the hold, not yet for the hold plus one smoothing window (the latency's margin)
     assert not rb._recovered_live(events, T0, [T0 + 30_000], cfg)
+    # a job that logs its executors: not over while it runs on fewer than before the failure
+    events.write_text("")
+    for s in [*range(30), *range(40, 60)]:
+        rb._append(events, {**batch(s), "executors": 2 if s < 30 else 1})
+    assert not rb._recovered_live(events, T0, [T0 + 30_000], cfg)
+    rb._append(events, {**batch(60), "executors": 2})
+    assert rb._recovered_live(events, T0, [T0 + 30_000], cfg)
 
 
 class FakeSandbox:

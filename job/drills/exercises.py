@@ -501,13 +501,15 @@ def merge_rule(answer: tuple[str, str] | None) -> Verdict:
 # --- 10: a failure spacing every recovery fits in ------------------------------------------------
 
 
-def failure_spacing(answer: float | None, *, recovery_times_s: Sequence[float]) -> Verdict:
+def failure_spacing(answer: float | None, *, recovery_times_s: Sequence[float], hold_s: float = 0.0) -> Verdict:
     """Chapter 10: the seconds between failures that let every recovery this run measured end
-    before the next failure."""
+    before the next failure, the detector's ``hold_s`` (the seconds back in the band that make
+    a recovery) included."""
     if answer is None:
         return _task(
             "choose the spacing between failures, in seconds, at which every recovery this run measured would end "
-            "before the next failure. Use the recovery times of the table in section 4."
+            "before the next failure. Use the recovery times of the table in section 4, and remember what the "
+            "detector needs before it calls a recovery done."
         )
     times = [float(t) for t in recovery_times_s if t is not None]
     if not times:
@@ -523,5 +525,12 @@ def failure_spacing(answer: float | None, *, recovery_times_s: Sequence[float]) 
             f"the longest recovery took {longest:.0f} s: a failure every {value:g} s lands before it ends, "
             f"and failures that overlap compound (the source's recurrent-failure question).",
         )
+    if value <= longest + hold_s:
+        return Verdict(
+            False,
+            f"{value:g} s is longer than the longest recovery ({longest:.0f} s), but the detector calls a recovery done "
+            f"only after {hold_s:g} s back in the band, and that stretch must end before the next failure: "
+            f"more than {longest + hold_s:.0f} s.",
+        )
     note = " (a much longer spacing fits them too, but tests fewer failures an hour)" if value > 3 * longest else ""
-    return Verdict(True, f"{value:g} s is longer than the longest recovery, {longest:.0f} s{note}.")
+    return Verdict(True, f"{value:g} s is longer than the longest recovery and its hold, {longest:.0f} + {hold_s:g} s{note}.")

@@ -30,9 +30,9 @@ def ch07(*, outage_h: float, input_rate: float, throughput: float) -> float:
     return outage_h * input_rate / (throughput - input_rate)
 
 
-def ch10(recovery_times_s: Sequence[float]) -> float:
-    """Longer than the longest recovery, with room to spare."""
-    return 1.5 * max(recovery_times_s)
+def ch10(recovery_times_s: Sequence[float], hold_s: float = 0.0) -> float:
+    """Longer than the longest recovery and the detector's hold after it, with room to spare."""
+    return 1.5 * (max(recovery_times_s) + hold_s)
 
 
 def ch06(table) -> str:

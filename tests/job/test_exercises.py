@@ -83,6 +83,10 @@ def test_ch10_a_spacing_longer_than_every_recovery_is_right():
     times = [16.0, 22.0]
     assert exercises.failure_spacing(answers.ch10(times), recovery_times_s=times).ok
     assert "lands before it ends" in exercises.failure_spacing(20, recovery_times_s=times).message
+    # with the detector's hold: longer than the recovery is not enough, the hold must fit too
+    assert exercises.failure_spacing(answers.ch10(times, 10), recovery_times_s=times, hold_s=10).ok
+    late = exercises.failure_spacing(30, recovery_times_s=times, hold_s=10)
+    assert late.ok is False and "10 s back in the band" in late.message and "more than 32 s" in late.message
     assert exercises.failure_spacing(30, recovery_times_s=[]).ok is False
 
 
