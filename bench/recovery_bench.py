@@ -238,6 +238,20 @@ def spread_rows(batches: list[dict], t0_ms: int, n: int) -> np.ndarray:
     return out
 
 
+def _executor_counts(events: list[dict]) -> list[tuple[int, int]]:
+    """``(ms, executors)`` of every logged batch that counted its application's executors."""
+    return [(e["ms"], e["executors"]) for e in events if e.get("executors") is not None]
+
+
+def _executors_split(
+    counts: list[tuple[int, int]], failure_ms: float, until_ms: float = float("inf")
+) -> tuple[int | None, list[int]]:
+    """The executors at the last batch before a failure (None: no batch logged them) and at
+    each batch from the failure until ``until_ms``, in order."""
+    before = [x for ms, x in counts if ms < failure_ms]
+    return (before[-1] if before else None), [x for ms, x in counts if failure_ms <= ms < until_ms]
+
+
 def executors_around(run: SystemRun) -> list[dict]:
     """Per failure, Spark's own view of it: the executors the job's application had at the
     last batch before the failure and the fewest at any batch until the next one (None: the
@@ -246,7 +260,7 @@ def executors_around(run: SystemRun) -> list[dict]:
     of the last batch before the next failure (or the end), from the placement the job's
     worker logged (None: none logged): 1 means they still ran one after the other on the
     survivor of the kill."""
-    batches = [(e["ms"], e["executors"]) for e in run.events if e.get("executors") is not None]
+    batches = _executor_counts(run.events)
     placement: dict[str, list[str]] = {}
     for e in run.events:
         placement.update(e.get("placement") or {})
@@ -254,12 +268,11 @@ def executors_around(run: SystemRun) -> list[dict]:
     out = []
     for n, f in enumerate(run.failures_ms):
         until = run.failures_ms[n + 1] if n + 1 < len(run.failures_ms) else float("inf")
-        before = [x for ms, x in batches if ms < f]
-        during = [x for ms, x in batches if f <= ms < until]
+        before, during = _executors_split(batches, f, until)
         placed = [placement[b] for ms, b in committed if f <= ms < until and b in placement]
         out.append(
             {
-                "before": before[-1] if before else None,
+                "before": before,
                 "lowest": min(during) if during else None,
                 "state_on": len(set(placed[-1])) if placed else None,
             }
@@ -943,12 +956,9 @@ def _recovered_live(events: Path, t0_ms: int, failures_ms: list[int], config: De
     n = math.floor((max(e["ms"] for e in batches) - t0_ms) / 1000)
     if n <= 0:
         return False
-    counts = [(e["ms"], e["executors"]) for e in batches if e.get("executors") is not None]
-    before = [x for ms, x in counts if ms < failures_ms[-1]]
-    if before and counts and counts[-1][0] >= failures_ms[-1] and counts[-1][1] < before[-1]:
-        return False  # the replacement executor has not joined yet: its state load is still to come
-    if before and counts and counts[-1][0] < failures_ms[-1]:
-        return False  # no batch since the failure
+    before, since = _executors_split(_executor_counts(batches), failures_ms[-1])
+    if before is not None and (not since or since[-1] < before):
+        return False  # no batch since the failure, or its replacement executor has not joined yet (state load to come)
     failures = [(ms - t0_ms) / 1000 for ms in failures_ms]
     margin = replace(config, hold_s=config.hold_s + config.smooth_s)
     return recovered_so_far(np.arange(n), spread_rows(batches, t0_ms, n), failures, margin)

@@ -291,7 +291,7 @@ def detect(
             raise DetectorError(
                 f"detector: failure at {f}s lies outside the series ({t[0]}s to {t[-1]}s); pass times on the series' clock"
             )
-    horizons = fails[1:] + [float(t[-1]) + 1.0]
+    horizons = _horizons(t, fails)
 
     per_metric: dict[str, list[MetricRecovery]] = {}
     for name, column in (("throughput", throughput), ("latency", latency)):
@@ -340,9 +340,9 @@ def recovered_so_far(
     fails = [float(f) for f in failures]
     if not fails or len(t) == 0 or t[-1] < fails[-1]:
         return False
-    smooth = moving_average(t, np.array([np.nan if v is None else v for v in values], dtype=float), config.smooth_s)
+    smooth = moving_average(t, _floats(values), config.smooth_s)
     try:
-        last = _metric_recoveries(metric, t, smooth, fails, fails[1:] + [float(t[-1]) + 1.0], config)[-1]
+        last = _metric_recoveries(metric, t, smooth, fails, _horizons(t, fails), config)[-1]
     except DetectorError:  # too few samples before the first failure: nothing to judge against
         return False
     if last.impacted:
@@ -365,8 +365,18 @@ def _columns(series: Any, names: list[str]) -> dict[str, np.ndarray]:
             if i == 3:  # the lag column is optional
                 continue
             raise DetectorError(f"detector: the series has no column {name!r} (it has {available}); name the right one")
-        out[name] = np.array([np.nan if v is None else v for v in get(name)], dtype=float)
+        out[name] = _floats(get(name))
     return out
+
+
+def _floats(values: Any) -> np.ndarray:
+    """A series as floats, a missing value (None) as NaN."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _horizons(t: np.ndarray, fails: list[float]) -> list[float]:
+    """Each failure's horizon: the next failure, or one second past the series' end."""
+    return fails[1:] + [float(t[-1]) + 1.0]
 
 
 def _metric_recoveries(
