@@ -164,4 +164,25 @@ def ensure(settings: Settings, *, progress: Progress = say, timeout_s: float = 3
         )
         return False
     progress(f"[sandbox] class-data archive recorded in {found.driver.parent} ({time.monotonic() - started:.0f}s)")
+    if removed := prune(found.driver.parent.parent, keep=found.driver.parent):
+        progress(
+            f"[sandbox] removed {len(removed)} older class-data archive(s) ({_KEPT} kept): {', '.join(p.name for p in removed)}"
+        )
     return True
+
+
+#: Archives kept beside the current one: another checkout on this machine (a CI clone) may use it.
+_KEPT = 2
+
+
+def prune(root: Path, *, keep: Path, kept: int = _KEPT) -> list[Path]:
+    """Remove the archive folders under ``root`` but ``keep`` and the ``kept`` newest others.
+    Each virtualenv made again (every CI clone) names a new archive of some 260 MB; without
+    this they piled up in the cache. A JVM already running keeps its mapped archive."""
+    import shutil
+
+    others = sorted((d for d in root.iterdir() if d.is_dir() and d != keep), key=lambda d: d.stat().st_mtime, reverse=True)
+    removed = others[kept:]
+    for folder in removed:
+        shutil.rmtree(folder, ignore_errors=True)
+    return removed

@@ -43,6 +43,25 @@ def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path, monkeyp
     assert class_data_sharing.archives(settings) != first, "a jar written again must name a new archive"
 
 
+def test_recording_an_archive_keeps_it_and_the_two_newest_others(tmp_path):
+    """Every virtualenv made again names a new archive of some 260 MB: the older ones go."""
+    import os
+
+    folders = []
+    for i, name in enumerate(["oldest", "old", "newer", "newest"]):
+        folder = tmp_path / name
+        (folder).mkdir()
+        (folder / "driver.jsa").write_bytes(b"x")
+        os.utime(folder, (1_000 + i, 1_000 + i))
+        folders.append(folder)
+    current = tmp_path / "current"
+    current.mkdir()
+    removed = class_data_sharing.prune(tmp_path, keep=current)
+    assert sorted(p.name for p in removed) == ["old", "oldest"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "newer", "newest"]
+    assert class_data_sharing.prune(tmp_path, keep=current) == []
+
+
 def test_every_sandbox_on_a_cache_gives_its_executors_one_classpath_and_one_archive(tmp_path, monkeypatch):
     """``spark-class`` puts the workers' SPARK_CONF_DIR on every executor's classpath, and the JVM
     refuses an archive recorded with another classpath: with a conf folder per sandbox, the
