@@ -764,32 +764,10 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
         say(f"  baseline: {base.per_s:,.0f} records/s (median of {base.setup['runs_per_s']}); {base.verdict}")
         done: dict[tuple, Throughput] = {}
 
-        def one(
-            stage: str,
-            operator: str,
-            cap: int | None,
-            partitions: int,
-            raw: bool = False,
-            fetch_wait_ms: int | None = None,
-            track_rows: bool = True,
-            raw_in_sink: bool = False,
-            input_tasks: int | None = None,
-            layout: tuple[str, ...] | None = None,
-            sink_writers: int | None = None,
-        ) -> Throughput:
-            key = (
-                stage if stage.startswith(ROUND_LABELS) else "",
-                operator,
-                cap,
-                partitions,
-                raw,
-                fetch_wait_ms,
-                track_rows,
-                raw_in_sink,
-                input_tasks,
-                layout,
-                sink_writers,
-            )
+        def one(stage: str, operator: str, cap: int | None, partitions: int, **knobs) -> Throughput:
+            """:func:`run_job_backlog` with ``knobs`` (its keyword arguments), run once per setup: a
+            later stage's setup that an earlier stage ran is that run (a round's never is)."""
+            key = (stage if stage.startswith(ROUND_LABELS) else "", operator, cap, partitions, tuple(sorted(knobs.items())))
             if key not in done:
                 t = run_job_backlog(
                     spark,
@@ -799,14 +777,8 @@ def sweep_phase(spark, settings, work: Path, run: str, args: argparse.Namespace,
                     ledger,
                     max_offsets=cap,
                     partitions=partitions,
-                    raw=raw,
-                    fetch_wait_ms=fetch_wait_ms,
-                    track_rows=track_rows,
-                    raw_in_sink=raw_in_sink,
-                    input_tasks=input_tasks,
-                    layout=layout,
-                    sink_writers=sink_writers,
                     tag=f"{run}-s{s_index}-{len(done)}",
+                    **knobs,
                 )
                 t.setup.update(shape=shape.name, stage=stage)
                 done[key] = t

@@ -118,13 +118,13 @@ def test_cap_rounds_alternate_both_caps_with_the_archive_in_the_sink(job_bench, 
     runs = []
 
     def job(_spark, _settings, operator, _prefix, _ledger, *, max_offsets, tag, **kw):
-        runs.append((max_offsets, kw["raw"], kw["raw_in_sink"]))
+        runs.append((max_offsets, kw.get("raw", False), kw.get("raw_in_sink", False)))
         setup = {
             "operator": operator,
             "cap": max_offsets,
             "partitions": kw["partitions"],
             "fetch_wait_ms": 1,
-            "raw": "in sink" if kw["raw_in_sink"] else False,
+            "raw": "in sink" if kw.get("raw_in_sink", False) else False,
             "input_tasks": 2,
         }
         return job_bench.Throughput(operator, 200_000, 10.0, 3, setup=setup)

@@ -239,7 +239,7 @@ def _produce(
     return summary
 
 
-def _verify(spark, settings, *, ledger: str, cfg: JobConfig, policy: str):
+def _verify(spark, *, ledger: str, cfg: JobConfig, policy: str):
     """The verifier's report; an output the job never committed to (``strict`` stopped in its
     first batch) is verified as empty rather than failing to read."""
     from job.spark.lake import sink_log_batches
@@ -274,7 +274,7 @@ def run_policy(spark, settings, cfg: JobConfig, *, ledger: str, progress: Callab
         for q in queries:
             q.stop()
     progress(f"[integrity] {cfg.policy}: " + ("drained" if error is None else f"stopped: {error}"))
-    report = _verify(spark, settings, ledger=ledger, cfg=cfg, policy=cfg.policy)
+    report = _verify(spark, ledger=ledger, cfg=cfg, policy=cfg.policy)
     return PolicyRun(policy=cfg.policy, cfg=cfg, report=report, error=error)
 
 
@@ -471,7 +471,7 @@ def interval_sweep(
     ]
     for n in intervals[1:]:
         frame = load_ledger(ledgers[n])
-        report = _verify(spark, settings, ledger=ledgers[n], cfg=cfg, policy="resync")
+        report = _verify(spark, ledger=ledgers[n], cfg=cfg, policy="resync")
         points.append(
             SweepPoint(snapshot_every=n, ledger=ledgers[n], report=report, bound=window_bound(frame), faulted=_faulted(frame))
         )
