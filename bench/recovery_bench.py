@@ -945,7 +945,8 @@ def _recovered_live(events: Path, t0_ms: int, failures_ms: list[int], config: De
     over the seconds before its last logged batch (which later batches cannot change: one
     query's batches run one after the other), counted as :func:`per_second` counts them, back
     in its band for the hold plus one smoothing window; and, for a system that logs its
-    executors, as many as at the last batch before the failure.
+    executors, as many as at the last batch before the failure, the hold counted only from the
+    first batch on them (a replacement executor's first stateful batch comes later and is slow).
 
     The extra window is the latency's margin: latency is judged only afterwards (it needs the
     outputs), by the records' production second, and the records of the seconds just before
@@ -956,12 +957,17 @@ def _recovered_live(events: Path, t0_ms: int, failures_ms: list[int], config: De
     n = math.floor((max(e["ms"] for e in batches) - t0_ms) / 1000)
     if n <= 0:
         return False
-    before, since = _executors_split(_executor_counts(batches), failures_ms[-1])
+    counts = _executor_counts(batches)
+    before, since = _executors_split(counts, failures_ms[-1])
     if before is not None and (not since or since[-1] < before):
         return False  # no batch since the failure, or its replacement executor has not joined yet (state load to come)
+    # whole again from the first batch on as many executors as before: the calm must come after
+    # it, as a later batch moves a state partition to the new executor and loads it there
+    back = [ms for ms, x in counts if ms >= failures_ms[-1] and x >= before] if before is not None else []
     failures = [(ms - t0_ms) / 1000 for ms in failures_ms]
     margin = replace(config, hold_s=config.hold_s + config.smooth_s)
-    return recovered_so_far(np.arange(n), spread_rows(batches, t0_ms, n), failures, margin)
+    calm_after = (back[0] - t0_ms) / 1000 if back else None
+    return recovered_so_far(np.arange(n), spread_rows(batches, t0_ms, n), failures, margin, calm_after=calm_after)
 
 
 def worker_cores(settings) -> dict[str, int]:

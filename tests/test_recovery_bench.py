@@ -150,7 +150,16 @@ def test_the_live_recovery_reads_only_the_seconds_before_the_last_logged_batch(r
     for s in [*range(30), *range(40, 60)]:
         rb._append(events, {**batch(s), "executors": 2 if s < 30 else 1})
     assert not rb._recovered_live(events, T0, [T0 + 30_000], cfg)
+    # back on two executors at 60 s: the calm (hold plus margin, 11 s) must come after that
     rb._append(events, {**batch(60), "executors": 2})
+    assert not rb._recovered_live(events, T0, [T0 + 30_000], cfg)
+    # the next batch moves a state partition to the new executor: 16 s for its 100 rows
+    rb._append(events, {"ms": T0 + 77_999, "start_ms": T0 + 62_000, "rows": 100, "executors": 2})
+    for s in range(78, 88):
+        rb._append(events, {**batch(s), "executors": 2})
+    assert not rb._recovered_live(events, T0, [T0 + 30_000], cfg)  # in band again from 78 s, not yet for 11 s
+    for s in range(88, 90):
+        rb._append(events, {**batch(s), "executors": 2})
     assert rb._recovered_live(events, T0, [T0 + 30_000], cfg)
 
 

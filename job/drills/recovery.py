@@ -328,6 +328,7 @@ def recovered_so_far(
     config: DetectorConfig,
     *,
     metric: str = "throughput",
+    calm_after: float | None = None,
 ) -> bool:
     """Whether the last of ``failures`` has recovered on one metric, judged on the series
     recorded so far: the question a schedule asks before it injects the next failure, or
@@ -335,7 +336,12 @@ def recovered_so_far(
     end of the series as the horizon; ``times`` must hold only seconds that later samples
     cannot change. A failure whose impact has not shown yet counts as recovered only once
     the series reaches three holds past it: a quiet second right after an injection is not
-    a recovery."""
+    a recovery.
+
+    ``calm_after``: a second from which the system is whole again (the bench: its executors
+    back); then the metric must also have stayed in its band for the last ``hold_s`` seconds,
+    all of them at or after it. A dip after an earlier recovery (a replacement executor's
+    first batch loading the state) is then waited out too."""
     t = np.asarray(times, dtype=float)
     fails = [float(f) for f in failures]
     if not fails or len(t) == 0 or t[-1] < fails[-1]:
@@ -345,6 +351,11 @@ def recovered_so_far(
         last = _metric_recoveries(metric, t, smooth, fails, _horizons(t, fails), config)[-1]
     except DetectorError:  # too few samples before the first failure: nothing to judge against
         return False
+    if calm_after is not None:
+        start = float(t[-1]) + 1.0 - config.hold_s
+        held = (t >= start) & ~np.isnan(smooth)
+        if start < calm_after or not all(last.band.contains(v) for v in smooth[held]) or not held.any():
+            return False
     if last.impacted:
         return last.recovered
     return float(t[-1]) + 1.0 >= fails[-1] + 3 * config.hold_s

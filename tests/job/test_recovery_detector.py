@@ -245,3 +245,12 @@ def test_recovered_so_far_waits_for_a_failure_whose_impact_has_not_shown_and_jud
     # too little before the first failure to build a band, or nothing logged after it: not recovered
     assert not recovered_so_far(flat["t"][:40], flat["throughput"][:40], [5], EXACT)
     assert not recovered_so_far(flat["t"][:50], flat["throughput"][:50], [60], EXACT)
+
+
+def test_recovered_so_far_with_calm_after_waits_out_a_dip_after_the_recovery_and_holds_from_that_second_on():
+    s = series(outages=[(60, 70), (100, 105)], catch_up=[(70, 80)])
+    t, thr = s["t"], s["throughput"]
+    assert recovered_so_far(t[:110], thr[:110], [60], EXACT)  # the first recovery held: the dip is not seen
+    answers = {n: recovered_so_far(t[:n], thr[:n], [60], EXACT, calm_after=95) for n in (90, 104, 110, 114, 115, 150)}
+    # whole from 95: the hold must lie after it and after the dip at 100-104, so from 105 to 114
+    assert answers == {90: False, 104: False, 110: False, 114: False, 115: True, 150: True}
