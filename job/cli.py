@@ -299,6 +299,8 @@ def _run(args, settings) -> int:
         file=sys.stderr,
     )
     saved.check_fixed(cfg)  # before a Spark application starts; pipeline.start checks it again
+    if not args.allow_sink_ahead:
+        _refuse_sink_ahead(cfg, settings)  # the same: a refusal in seconds, no cluster cores taken
     spark = spark_session(settings, cfg.name, extra=extra)
     print(f"[job] Spark UI {spark.sparkContext.uiWebUrl}; driver log {driver_log(settings)}", file=sys.stderr)
     sink = lake.open_lake(spark, cfg.output)  # for the sink-log warning; pipeline.start refuses older layouts
@@ -318,6 +320,18 @@ def _run(args, settings) -> int:
                 return _run_queries(args, spark, cfg, settings)
             except DataLossError as exc:  # Spark names the first range it failed on: say all Kafka deleted
                 raise _naming_deleted(exc, cfg, settings) from None
+
+
+def _refuse_sink_ahead(cfg, settings) -> None:
+    """Raise the metadata trap's :class:`~job.engine.errors.SinkAheadError` before Spark starts,
+    when the output's sink log, listed directly, is ahead of the checkpoint."""
+    from job.ops.verifier import s3_target
+    from job.spark import lake, pipeline
+    from job.verify.lake_check import listed_sink_log
+
+    log = listed_sink_log(cfg.output, s3=s3_target(settings))
+    if log and (trap := pipeline.sink_ahead_of(cfg, lake.sink_path(cfg.output), log)) is not None:
+        raise trap
 
 
 def _naming_deleted(exc: DataLossError, cfg, settings) -> DataLossError:

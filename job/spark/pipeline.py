@@ -484,10 +484,15 @@ def sink_ahead(spark, cfg: JobConfig, sink: str):
     ``offsets/`` whose commit the job did not get to write: the restart runs it again and the
     sink rightly skips it. A log past the last *planned* batch means the checkpoint is new,
     deleted, or older than the output: the trap (job/ops/repair.py)."""
+    return sink_ahead_of(cfg, sink, lake.sink_log_batches(spark, sink))
+
+
+def sink_ahead_of(cfg: JobConfig, sink: str, log: list[int]):
+    """:func:`sink_ahead` on the sink log's batch ids ``log`` (sorted), however they were listed:
+    the command line lists them before its Spark application starts (job/cli.py)."""
     from job.engine.errors import SinkAheadError
     from job.spark.checkpoints import log_state
 
-    log = lake.sink_log_batches(spark, sink)
     planned = log_state(cfg.checkpoint / "sessions").last_planned
     if not log or (planned is not None and log[-1] <= planned):
         return None

@@ -55,6 +55,28 @@ def check_lake(lake_root: str, *, s3: S3Target | None = None) -> None:
         raise LakeError(lake_root, f"no job output here ({metadata} is missing)", fix)
 
 
+def listed_sink_log(lake_root: str, *, s3: S3Target | None = None) -> list[int] | None:
+    """The batch ids in ``lake_root``'s sink log (:func:`job.spark.lake.sink_log_batches`),
+    listed without Spark, sorted; [] without a log; None when it cannot be listed here (no
+    ``s3`` for an ``s3a://`` lake, or the listing failed): then Spark lists it."""
+    import pyarrow.fs as pafs
+
+    metadata = lake_layout.sink_path(lake_root) + "/_spark_metadata"
+    try:
+        if lake_root.startswith(("s3a://", "s3://")):
+            if s3 is None:
+                return None
+            fs, folder = s3.filesystem(), metadata.split("://", 1)[1]
+        else:
+            fs, folder = pafs.LocalFileSystem(), metadata.removeprefix("file:")
+        if fs.get_file_info(folder).type == pafs.FileType.NotFound:
+            return []
+        names = [info.base_name.split(".")[0] for info in fs.get_file_info(pafs.FileSelector(folder))]
+    except OSError:  # pyarrow's S3 errors are OSErrors; Spark's listing will say what is wrong
+        return None
+    return sorted(int(n) for n in names if n.isdigit())
+
+
 def verify_lake(spark, *, ledger: str | Sequence[str], lake: str, policy: str, s3: S3Target | None = None, deleted=()):
     """The report of :func:`job.verify.compare.check` for the ledger at ``ledger`` (or the
     ledgers, one per producer run, when several runs fed one job) and the lake

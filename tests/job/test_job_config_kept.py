@@ -89,6 +89,7 @@ def test_the_trap_is_refused_and_the_repair_restarts_the_job_the_user_ran(sandbo
     assert "Traceback" not in refused.stderr and "error: the metadata trap" in refused.stderr, refused.stderr[-3000:]
     assert f"python -m job repair --checkpoint {ckpt} --output {output} --apply" in refused.stderr
     assert not (ckpt / "sessions").exists()  # refused before anything was written
+    assert "[job] Spark UI" not in refused.stderr, "the refusal should come before a Spark application starts"
     # the advice holds without a checkpoint: the repair plans from the lake
     planned = _job("repair", *common)
     assert planned.returncode == 0 and "no committed batch" in planned.stderr, planned.stderr[:4000]

@@ -12,7 +12,7 @@ import pytest
 
 from job.engine.errors import LakeError
 from job.spark import lake
-from job.verify.lake_check import check_lake
+from job.verify.lake_check import check_lake, listed_sink_log
 
 
 def _sink(root, folder: str) -> None:
@@ -128,6 +128,17 @@ def test_the_sink_log_warning_names_the_log_its_size_and_the_fix_past_the_thresh
     assert f"about {files:,} files" in warning and "--output, --checkpoint" in warning
 
 
+def test_the_sink_log_listed_without_spark_is_its_batch_ids_sorted_or_none_where_it_cannot_be_listed(tmp_path):
+    log = tmp_path / "out" / "_spark_metadata"
+    assert listed_sink_log(str(tmp_path)) == []  # no log yet
+    log.mkdir(parents=True)
+    for name in ("10", "9.compact", "2", ".10.crc", ".11.0c1d.tmp"):
+        (log / name).write_text("v1")
+    assert listed_sink_log(str(tmp_path)) == [2, 9, 10]
+    assert listed_sink_log(f"file:{tmp_path}") == [2, 9, 10]
+    assert listed_sink_log("s3a://lake/job") is None  # no S3 endpoint given: Spark lists it
+
+
 @pytest.mark.integration
 def test_sink_log_compact_reads_the_newest_compact_file_spark_itself_wrote(spark, tmp_path):
     """Spark's own sink log class writes 25 batches (compacting at batches 9 and 19); the job's
@@ -148,6 +159,8 @@ def test_sink_log_compact_reads_the_newest_compact_file_spark_itself_wrote(spark
     assert compacts == ["19.compact", "9.compact"]
     size = (tmp_path / "out" / "_spark_metadata" / "19.compact").stat().st_size
     assert lake.sink_log_compact(spark, sink) == (19, size)
+    # the command line's listing before Spark starts (job/cli.py) finds the batches Spark's finds
+    assert listed_sink_log(f"file:{tmp_path}") == lake.sink_log_batches(spark, sink) == list(range(25))
     assert size // lake.SINK_LOG_ENTRY_BYTES < 80  # 80 files listed, each entry shorter than the lake's
     warning = lake.sink_log_warning(sink, (19, size), warn_files=size // lake.SINK_LOG_ENTRY_BYTES)
     assert warning is not None and "19.compact" in warning
