@@ -240,7 +240,7 @@ JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
 GC_OPTIONS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
 
 
-_JIT_FIX = "set c1 (quick start, the default on small machines) or tiered (the JVM's own C1-then-C2), or unset it"
+_JIT_FIX = "set c1 (C1 only, quick to start) or tiered (the JVM's own C1-then-C2), or unset it for {default}"
 _GC_FIX = "set parallel or g1 (the JVM's own choice), or unset it for {default}"
 
 #: The settings chosen from a table of JVM options: (field, variable, table, the fix a refusal
