@@ -72,7 +72,7 @@ def listed_sink_log(lake_root: str, *, s3: S3Target | None = None) -> list[int] 
         if fs.get_file_info(folder).type == pafs.FileType.NotFound:
             return []
         names = [info.base_name.split(".")[0] for info in fs.get_file_info(pafs.FileSelector(folder))]
-    except OSError:  # pyarrow's S3 errors are OSErrors; Spark's listing will say what is wrong
+    except (OSError, ValueError):  # pyarrow's S3 errors, or a path it refuses: Spark's listing will say what is wrong
         return None
     return sorted(int(n) for n in names if n.isdigit())
 

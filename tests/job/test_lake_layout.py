@@ -137,6 +137,10 @@ def test_the_sink_log_listed_without_spark_is_its_batch_ids_sorted_or_none_where
     assert listed_sink_log(str(tmp_path)) == [2, 9, 10]
     assert listed_sink_log(f"file:{tmp_path}") == [2, 9, 10]
     assert listed_sink_log("s3a://lake/job") is None  # no S3 endpoint given: Spark lists it
+    from producers.ledger import S3Target
+
+    nowhere = S3Target(endpoint="http://127.0.0.1:1", access_key="a", secret_key="b")
+    assert listed_sink_log("s3a:///job", s3=nowhere) is None  # no bucket: pyarrow refuses the path
 
 
 @pytest.mark.integration
