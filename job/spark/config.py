@@ -146,7 +146,8 @@ class JobConfig:
             )
         if self.idle_timeout_s < 1:
             raise ConfigError("idle_timeout_s", self.idle_timeout_s, "use a positive number of seconds")
-        if not self.output.startswith(("s3a://", "file:/", "/")):
+        no_bucket = self.output.startswith("s3a://") and not self.output.removeprefix("s3a://").split("/", 1)[0]
+        if not self.output.startswith(("s3a://", "file:/", "/")) or no_bucket:
             raise ConfigError("output", self.output, "use an s3a://bucket/prefix URL (or an absolute local path for experiments)")
         if str(self.checkpoint).startswith(("s3a://", "s3://")):
             raise ConfigError(

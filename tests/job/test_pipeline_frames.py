@@ -106,6 +106,8 @@ def test_the_operators_frame_converts_to_the_arrow_arrays_of_the_typed_frame():
         ("fetch_max_wait_ms", -1, "Kafka's default is 500"),
         ("input_tasks", -1, "0 for one task per Kafka partition"),
         ("sink_writers", -1, "0: sort by output"),
+        ("output", "lake/job", "s3a://bucket/prefix"),
+        ("output", "s3a:///job", "s3a://bucket/prefix"),  # no bucket: Spark's S3A said only "bucket is null/empty"
     ],
 )
 def test_bad_job_config_names_field_value_and_fix_before_spark_starts(field, value, fix, tmp_path):
