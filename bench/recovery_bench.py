@@ -245,11 +245,11 @@ def _executor_counts(events: list[dict]) -> list[tuple[int, int]]:
 
 def _executors_split(
     counts: list[tuple[int, int]], failure_ms: float, until_ms: float = float("inf")
-) -> tuple[int | None, list[int]]:
-    """The executors at the last batch before a failure (None: no batch logged them) and at
-    each batch from the failure until ``until_ms``, in order."""
+) -> tuple[int | None, list[tuple[int, int]]]:
+    """The executors at the last batch before a failure (None: no batch logged them) and
+    ``(ms, executors)`` of each batch from the failure until ``until_ms``, in order."""
     before = [x for ms, x in counts if ms < failure_ms]
-    return (before[-1] if before else None), [x for ms, x in counts if failure_ms <= ms < until_ms]
+    return (before[-1] if before else None), [(ms, x) for ms, x in counts if failure_ms <= ms < until_ms]
 
 
 def executors_around(run: SystemRun) -> list[dict]:
@@ -273,7 +273,7 @@ def executors_around(run: SystemRun) -> list[dict]:
         out.append(
             {
                 "before": before,
-                "lowest": min(during) if during else None,
+                "lowest": min(x for _, x in during) if during else None,
                 "state_on": len(set(placed[-1])) if placed else None,
             }
         )
@@ -959,11 +959,11 @@ def _recovered_live(events: Path, t0_ms: int, failures_ms: list[int], config: De
         return False
     counts = _executor_counts(batches)
     before, since = _executors_split(counts, failures_ms[-1])
-    if before is not None and (not since or since[-1] < before):
+    if before is not None and (not since or since[-1][1] < before):
         return False  # no batch since the failure, or its replacement executor has not joined yet (state load to come)
     # whole again from the first batch on as many executors as before: the calm must come after
     # it, as a later batch moves a state partition to the new executor and loads it there
-    back = [ms for ms, x in counts if ms >= failures_ms[-1] and x >= before] if before is not None else []
+    back = [ms for ms, x in since if x >= before] if before is not None else []
     failures = [(ms - t0_ms) / 1000 for ms in failures_ms]
     margin = replace(config, hold_s=config.hold_s + config.smooth_s)
     calm_after = (back[0] - t0_ms) / 1000 if back else None

@@ -9,7 +9,6 @@ an :class:`~producers.ledger.S3Target` (the command line and the chapters open b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from job.engine.errors import LakeError
 from job.spark import lake as lake_layout  # `lake` is verify_lake's parameter, the lake root
@@ -29,26 +28,33 @@ def load_ledger(ledger: str, *, s3: S3Target | None = None):
     return read_ledger(ledger, s3=s3)
 
 
+def _lake_filesystem(lake_root: str, s3: S3Target | None):
+    """pyarrow's file system for ``lake_root`` and the lake's path on it; None for an
+    ``s3a://`` lake without ``s3``. Raises what pyarrow raises for a path it refuses."""
+    import pyarrow.fs as pafs
+
+    if lake_root.startswith(("s3a://", "s3://")):
+        return None if s3 is None else (s3.filesystem(), lake_root.split("://", 1)[1].rstrip("/"))
+    return pafs.LocalFileSystem(), lake_root.removeprefix("file:").rstrip("/")
+
+
 def check_lake(lake_root: str, *, s3: S3Target | None = None) -> None:
     """Raise :class:`~job.engine.errors.LakeError` unless ``lake_root`` holds the job's committed
     output (the file sink's ``_spark_metadata`` log), before any Spark starts; a lake whose sink is
     in an older version's folder is refused (:func:`job.spark.lake.old_layout_error`)."""
+    import pyarrow.fs as pafs
+
     metadata = lake_layout.sink_path(lake_root) + "/_spark_metadata"
     fix = "pass the --output the job ran with (its first line says where it writes)"
     folders = (lake_layout.SINK_DIR, lake_layout.OLD_SINK_DIR)
-    if lake_root.startswith(("s3a://", "s3://")):
-        if s3 is None:
+    try:
+        lake = _lake_filesystem(lake_root, s3)
+        if lake is None:
             raise LakeError(lake_root, "an s3a:// lake needs an S3 endpoint and keys to be listed", "pass s3=S3Target(...)")
-        import pyarrow.fs as pafs
-
-        base = lake_root.split("://", 1)[1].rstrip("/")
-        try:
-            fs = s3.filesystem()
-            found = [f for f in folders if fs.get_file_info(f"{base}/{f}/_spark_metadata").type != pafs.FileType.NotFound]
-        except OSError as exc:  # pyarrow's S3 errors are OSErrors
-            raise LakeError(lake_root, f"cannot list {metadata} ({exc})", fix) from None
-    else:
-        found = [f for f in folders if Path(lake_root.removeprefix("file:")).joinpath(f, "_spark_metadata").is_dir()]
+        fs, base = lake
+        found = [f for f in folders if fs.get_file_info(f"{base}/{f}/_spark_metadata").type != pafs.FileType.NotFound]
+    except (OSError, ValueError) as exc:  # pyarrow's S3 errors, or a path it refuses
+        raise LakeError(lake_root, f"cannot list {metadata} ({exc})", fix) from None
     if lake_layout.OLD_SINK_DIR in found:
         raise lake_layout.old_layout_error(lake_root, lake_layout.OLD_SINK_DIR)
     if not found:
@@ -61,14 +67,12 @@ def listed_sink_log(lake_root: str, *, s3: S3Target | None = None) -> list[int] 
     ``s3`` for an ``s3a://`` lake, or the listing failed): then Spark lists it."""
     import pyarrow.fs as pafs
 
-    metadata = lake_layout.sink_path(lake_root) + "/_spark_metadata"
     try:
-        if lake_root.startswith(("s3a://", "s3://")):
-            if s3 is None:
-                return None
-            fs, folder = s3.filesystem(), metadata.split("://", 1)[1]
-        else:
-            fs, folder = pafs.LocalFileSystem(), metadata.removeprefix("file:")
+        lake = _lake_filesystem(lake_root, s3)
+        if lake is None:
+            return None
+        fs, base = lake
+        folder = f"{base}/{lake_layout.SINK_DIR}/_spark_metadata"
         if fs.get_file_info(folder).type == pafs.FileType.NotFound:
             return []
         names = [info.base_name.split(".")[0] for info in fs.get_file_info(pafs.FileSelector(folder))]

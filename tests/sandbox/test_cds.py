@@ -47,13 +47,11 @@ def test_recording_an_archive_keeps_it_and_the_two_newest_others(tmp_path):
     """Every virtualenv made again names a new archive of some 260 MB: the older ones go."""
     import os
 
-    folders = []
     for i, name in enumerate(["oldest", "old", "newer", "newest"]):
         folder = tmp_path / name
-        (folder).mkdir()
+        folder.mkdir()
         (folder / "driver.jsa").write_bytes(b"x")
         os.utime(folder, (1_000 + i, 1_000 + i))
-        folders.append(folder)
     current = tmp_path / "current"
     current.mkdir()
     removed = class_data_sharing.prune(tmp_path, keep=current)
