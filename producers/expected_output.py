@@ -309,16 +309,14 @@ def _uncertain(
 ) -> set[str]:
     """The rows whose final value may differ: those changed from the start of a window that is
     never restored on (every row when such a window starts at seq 0)."""
-    uncertain: set[str] = set()
-    for w in windows:
-        if w.restored:
-            continue
-        if w.from_seq == 0:
-            return uncertain | everyone  # the reader may never have had a table for this epoch
-        for key in order:
-            if key >= (w.epoch, w.from_seq):
-                uncertain |= touched[key]
-    return uncertain
+    starts = [(w.epoch, w.from_seq) for w in windows if not w.restored]
+    if not starts:
+        return set()
+    if any(seq == 0 for _, seq in starts):
+        return set(everyone)  # the reader may never have had a table for this epoch
+    # every key from the earliest start on (one pass: a window per deleted record made it quadratic)
+    first = min(starts)
+    return set().union(*(touched[key] for key in order if key >= first))
 
 
 def _ended_cleanly(rows: pd.DataFrame, last: tuple[int, int]) -> bool:

@@ -193,6 +193,12 @@ class Report:
         data["anomalies"] = [dataclasses.asdict(f) for f in self.anomalies]
         return json.dumps(data, sort_keys=True)
 
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        """The report :meth:`to_json` wrote (``python -m job verify --json``), read back."""
+        data = json.loads(text)
+        return cls(**{**data, "anomalies": tuple(Finding(**f) for f in data["anomalies"])})
+
     def frame(self) -> pd.DataFrame:
         """The findings as a DataFrame (one row each). Its column types do not depend on the
         findings: the places are nullable integers and ``allowed`` is boolean even with no
@@ -456,6 +462,14 @@ class _Findings:
     def __init__(self, exp: ExpectedSession, policy: Policy, status: Mapping[str, Any] | None) -> None:
         self.exp, self.policy, self.status = exp, policy, status
         self.findings: list[Finding] = []
+        # per epoch, the windows latest-opening first (ties in the session's order) with the
+        # kinds each allows, and their -from_seq ascending for bisect: a Kafka deletion opens a
+        # window per deleted record, and scanning them all per lost record was quadratic
+        # (6,136 lost records of 5 sessions took 60 s; docs/verifier.md)
+        self._by_epoch: dict[int, list[tuple[LossWindow, frozenset[str]]]] = defaultdict(list)
+        for w in sorted(exp.windows, key=lambda w: -w.from_seq):
+            self._by_epoch[w.epoch].append((w, frozenset(a.value for a in w.allowed)))
+        self._starts = {e: [-w.from_seq for w, _ in ws] for e, ws in self._by_epoch.items()}
 
     def note(
         self,
@@ -528,9 +542,18 @@ class _Findings:
         """
         if key is None:
             return None
-        covering = sorted((w for w in self.exp.windows if w.covers(*key)), key=lambda w: -w.from_seq)
-        allowing = [w for w in covering if kind in {a.value for a in w.allowed}]
-        return (allowing or covering or [None])[0]
+        epoch, seq = key
+        if epoch not in self._by_epoch:
+            return None
+        first = None
+        # from the latest window that opened at or before seq back to the earliest
+        for w, kinds in self._by_epoch[epoch][bisect.bisect_left(self._starts[epoch], -seq) :]:
+            if w.to_seq is not None and seq >= w.to_seq:
+                continue
+            if kind in kinds:
+                return w
+            first = first or w
+        return first
 
     def _session_window(self, kind: str) -> LossWindow | None:
         """The first window of the session that allows ``kind`` anywhere."""

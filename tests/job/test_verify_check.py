@@ -277,6 +277,19 @@ def test_divergence_is_allowed_only_with_a_silent_divergence() -> None:
     assert bad(verify(clean, c2, q2, [dataclasses.replace(s2[0], divergences=2)])) == [("divergence", None, 6)]
 
 
+def test_an_anomaly_is_blamed_on_the_latest_window_that_allows_it_not_the_latest_that_covers_it() -> None:
+    """seq 2 sits in two windows: the drop's at seq 1 and its own silent divergence's, which
+    opened later but allows no quarantine. Its quarantine (the gap after the drop) is the drop's."""
+    wrong = encode(msg("upsert", 2, row=r("b", 99)))
+    df = ledger(BASE[0], (BASE[1], {"fault": "drop"}), (BASE[2], {"fault": "silent-divergence", "sent": wrong}), *BASE[3:])
+    report = verify(df, *outputs(df))
+    assert report.ok, report.summary()
+    assert [(f.kind, f.seq, f.fault) for f in report.anomalies if f.kind == "quarantined"] == [
+        ("quarantined", 2, "drop"),
+        ("quarantined", 3, "drop"),
+    ]
+
+
 def test_an_epoch_change_without_a_restart_fails() -> None:
     df = ledger(*BASE)
     changes, quarantine, statuses = outputs(df)
@@ -387,6 +400,7 @@ def test_the_summary_names_the_verdict_the_faults_and_the_first_disallowed_anoma
     assert lines[-1].endswith("[NOT allowed, no fault explains it]")
     data = json.loads(report.to_json())
     assert data["ok"] is False and len(data["anomalies"]) == len(report.anomalies)
+    assert Report.from_json(report.to_json()) == report  # what `job verify --json` wrote, read back
     assert list(report.frame()["kind"]) == [f.kind for f in report.anomalies]
 
 
