@@ -27,8 +27,19 @@ from producers.errors import ContractError
 #: a run says otherwise (readers subscribe to ``^<prefix>.*`` to discover sites).
 TOPIC_PREFIX = "collection-"
 
+
+def s3_parts(location: str) -> tuple[str, str] | None:
+    """The bucket and the key prefix (no slash at either end) of an ``s3a://`` or ``s3://``
+    location, as ledgers and lakes name them; None for any other (a local path)."""
+    if not location.startswith(("s3a://", "s3://")):
+        return None
+    bucket, _, prefix = location.split("://", 1)[1].partition("/")
+    return bucket, prefix.strip("/")
+
+
 __all__ = [
     "TOPIC_PREFIX",
+    "s3_parts",
     "DEFAULT_MAX_BYTES",
     "SCHEMA_VERSION",
     "ContractError",

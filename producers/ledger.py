@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from producers.contract import s3_parts
 from producers.errors import LedgerError
 
 __all__ = [
@@ -195,18 +196,17 @@ def ledger_frame(entries: Iterable[LedgerEntry], run: RunInfo | None = None) -> 
 
 
 def _locate(location: str, s3: S3Target | None) -> tuple[pafs.FileSystem, str]:
-    if location.startswith(("s3a://", "s3://")):
+    if parts := s3_parts(location):
         if s3 is None:
             raise LedgerError(
                 location,
                 "an s3a:// ledger needs an S3 endpoint and keys",
                 "pass s3=S3Target(...) (the CLI reads OSL_S3_* or --s3-endpoint)",
             )
-        url = urlparse(location)
-        base = f"{url.netloc}{url.path}".rstrip("/")
-        if "/" not in base:
+        bucket, prefix = parts
+        if not prefix:
             raise LedgerError(location, "no key prefix after the bucket", "use s3a://bucket/some/prefix")
-        return s3.filesystem(), base
+        return s3.filesystem(), f"{bucket}/{prefix}"
     path = location[len("file://") :] if location.startswith("file://") else location
     return pafs.LocalFileSystem(), os.path.abspath(path)
 

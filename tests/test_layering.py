@@ -48,12 +48,12 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
         "producers.errors": "the contract's rejection reasons, which are quarantine reasons",
     },
     "spark": {
-        "producers.contract": "the topic prefix the job reads by default (TOPIC_PREFIX)",
+        "producers.contract": "the topic prefix the job reads by default (TOPIC_PREFIX); an s3a:// output's bucket (s3_parts)",
         "producers.kafka": "the topics' end offsets, which a drain waits for",
         "sandbox.progress": "the drain's progress line (Ticker); no sandbox setting or service",
     },
     "verify": {
-        "producers.contract": "the verifier decodes the ledger's messages",
+        "producers.contract": "the verifier decodes the ledger's messages; an s3a:// lake's bucket (s3_parts)",
         "producers.expected_output": "the oracle: what the ledger says the lake must hold",
         "producers.faults": "the declared faults an anomaly is blamed on",
         "producers.ledger": "the ledger, the verifier's input",
@@ -65,7 +65,8 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
         "sandbox.settings": "the sandbox's Kafka address as --bootstrap's default (KAFKA_BOOTSTRAP)",
     },
     "ops": {
-        "producers.contract": "backfill decodes archived records to prime session state",
+        "producers.contract": "backfill decodes archived records to prime session state; an s3a:// lake's bucket and "
+        "prefix (s3_parts)",
         "producers.kafka": "the data-loss listing reads the partitions' watermarks",
         "producers.ledger": "the verifier's S3 target (S3Target) and its preflight lists a ledger's parts",
         "sandbox.checks.health": "wait_for (backfill's topic deletion), the S3 client that lists a sink log (repair), "

@@ -461,14 +461,15 @@ def _sink_log_listed(settings, output: str) -> bool:
     """Whether the lake's file sink has a ``_spark_metadata`` log, asked of S3 without a Spark
     application (a local lake: True, and Spark looks); False when S3 cannot be asked."""
     from job.spark import lake
+    from producers.contract import s3_parts
     from sandbox.checks.health import s3_client
 
     if not output.startswith("s3a://"):
         return True
-    bucket, _, prefix = output.removeprefix("s3a://").partition("/")
+    bucket, prefix = s3_parts(output)
     try:
         client = s3_client(settings)
-        key = f"{prefix.rstrip('/')}/{lake.SINK_DIR}/_spark_metadata/".lstrip("/")
+        key = f"{prefix}/{lake.SINK_DIR}/_spark_metadata/".lstrip("/")
         if client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("KeyCount"):
             return True
     except Exception:  # noqa: BLE001 - unreachable or no bucket: no log to repair from

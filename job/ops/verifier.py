@@ -12,6 +12,7 @@ from pathlib import Path
 
 from job.engine.errors import VerifierResourceError
 from job.verify.lake_check import check_lake, verify_lake
+from producers.contract import s3_parts
 from producers.ledger import S3Target
 
 #: The verifier's own Spark: a one-shot read of the lake, judged in
@@ -147,9 +148,9 @@ def preflight(settings, *, ledgers: Sequence[str], lake: str) -> None:
     try:
         check_lake(lake, s3=s3)
     except LakeError as exc:
-        if not lake.startswith(("s3a://", "s3://")):
+        if not (parts := s3_parts(lake)):
             raise
-        bucket = lake.split("://", 1)[1].partition("/")[0]
+        bucket = parts[0]
         raise LakeError(exc.lake, exc.problem, f"{exc.fix}; browse {settings.endpoints().s3_console}/browser/{bucket}") from None
     for one in remote:
         ledger_parts(one, s3=s3)

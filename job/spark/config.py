@@ -15,7 +15,7 @@ from typing import Literal, get_args
 from job.engine.errors import ConfigError
 from job.engine.session import DEFAULT_POLICY, DEFAULT_WINDOW, Policy, check_policy
 from job.spark import lake
-from producers.contract import TOPIC_PREFIX
+from producers.contract import TOPIC_PREFIX, s3_parts
 
 StartingOffsets = Literal["earliest", "latest"]
 #: Explicit offsets, as the Kafka source's ``startingOffsets`` JSON: ``{"topic": {"0": 42}}``,
@@ -146,7 +146,7 @@ class JobConfig:
             )
         if self.idle_timeout_s < 1:
             raise ConfigError("idle_timeout_s", self.idle_timeout_s, "use a positive number of seconds")
-        no_bucket = self.output.startswith("s3a://") and not self.output.removeprefix("s3a://").split("/", 1)[0]
+        no_bucket = self.output.startswith("s3a://") and not s3_parts(self.output)[0]
         if not self.output.startswith(("s3a://", "file:/", "/")) or no_bucket:
             raise ConfigError("output", self.output, "use an s3a://bucket/prefix URL (or an absolute local path for experiments)")
         if str(self.checkpoint).startswith(("s3a://", "s3://")):

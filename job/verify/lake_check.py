@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from job.engine.errors import LakeError
 from job.spark import lake as lake_layout  # `lake` is verify_lake's parameter, the lake root
+from producers.contract import s3_parts
 from producers.ledger import S3Target
 
 
@@ -33,8 +34,8 @@ def _lake_filesystem(lake_root: str, s3: S3Target | None):
     ``s3a://`` lake without ``s3``. Raises what pyarrow raises for a path it refuses."""
     import pyarrow.fs as pafs
 
-    if lake_root.startswith(("s3a://", "s3://")):
-        return None if s3 is None else (s3.filesystem(), lake_root.split("://", 1)[1].rstrip("/"))
+    if parts := s3_parts(lake_root):
+        return None if s3 is None else (s3.filesystem(), "/".join(p for p in parts if p))
     return pafs.LocalFileSystem(), lake_root.removeprefix("file:").rstrip("/")
 
 

@@ -8,8 +8,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from producers.contract import s3_parts
 from producers.errors import LedgerError
-from producers.ledger import LEDGER_SCHEMA, LedgerEntry, LedgerWriter, RunInfo, ledger_frame, read_ledger, read_run_info
+from producers.ledger import (
+    LEDGER_SCHEMA,
+    LedgerEntry,
+    LedgerWriter,
+    RunInfo,
+    S3Target,
+    ledger_frame,
+    read_ledger,
+    read_run_info,
+)
 
 RUN = RunInfo(run_id="rtest", seed=7, faults=("drop:0.01",), settings={"sites": 3}, started_at="2026-01-01T00:00:00+00:00")
 
@@ -124,3 +134,15 @@ def test_bad_locations_name_the_problem_and_the_fix(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(LedgerError, match="cannot write there"):
         LedgerWriter(str(tmp_path / "file" / "l"), run=RUN)
+
+
+def test_an_s3_location_splits_into_its_bucket_and_a_prefix_without_slashes_and_a_local_one_does_not():
+    assert s3_parts("s3a://lake/runs/a/") == ("lake", "runs/a")
+    assert s3_parts("s3://lake") == ("lake", "")
+    assert s3_parts("s3a:///runs") == ("", "runs")
+    assert s3_parts("/tmp/lake") is None and s3_parts("file:/tmp/lake") is None
+
+
+def test_an_s3_ledger_without_a_key_prefix_is_refused_with_the_fix():
+    with pytest.raises(LedgerError, match="no key prefix after the bucket"):
+        read_ledger("s3a://lake/", s3=S3Target(endpoint="http://127.0.0.1:1", access_key="k", secret_key="s"))
