@@ -107,8 +107,8 @@ class Settings:
     #: An extra CA bundle image builds trust (a TLS-inspecting proxy's CA), passed as a build
     #: secret; from ``OSL_BUILD_CA_BUNDLE``, else ``SSL_CERT_FILE`` when that file exists.
     build_ca_bundle: Path | None = None
-    #: Start Spark's JVMs from class-data archives (:mod:`sandbox.jvm.class_data_sharing`, local
-    #: backend only); ``OSL_CDS=0`` turns them off.
+    #: Start Spark's JVMs from class-data archives (:mod:`sandbox.jvm.class_data_sharing`: this
+    #: machine's on the local backend, the Spark image's under compose); ``OSL_CDS=0`` turns them off.
     cds: bool = True
     #: How Spark's application JVMs (driver and executors) compile Java: ``c1`` (the default)
     #: stops at the quick C1 compiler, ``tiered`` is the JVM's own default (C1, then C2).

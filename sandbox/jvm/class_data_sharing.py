@@ -17,8 +17,12 @@ they loaded (``jcmd <pid> VM.cds dynamic_dump``). :func:`java_options` then adds
 an archive prints a warning and starts the ordinary way, so an archive can make a start
 faster but never break it.
 
-Only the local backend uses archives: under compose the executors run in other containers,
-where the host's cache is not mounted. The measurement: docs/decisions/0017-class-data-archives.md.
+Under compose the archives are the Spark image's own, recorded while it is built
+(``IMAGE_ARCHIVES``; ``python -m sandbox.jvm.class_data_warmup --image``): in an image every
+jar's path and modification time are fixed, so they always match it. A driver inside the
+image (a notebook's kernel in the ``jupyter`` container) maps them and has its executors map
+theirs; a driver on the host under compose maps none. The measurements:
+docs/decisions/0017-class-data-archives.md, docs/decisions/0029-class-data-archives-in-the-image.md.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ class Archives:
 
     def exist(self) -> bool:
         return self.driver.is_file() and self.executor.is_file()
+
+
+#: Where the Spark image keeps the archives its build recorded (docker/Dockerfile).
+IMAGE_ARCHIVES = Archives(driver=Path("/opt/osl-cds/driver.jsa"), executor=Path("/opt/osl-cds/executor.jsa"))
 
 
 def java_home(settings: Settings) -> Path | None:
@@ -106,10 +114,14 @@ def enabled(settings: Settings) -> bool:
 
 
 def java_options(settings: Settings) -> tuple[str, str]:
-    """Extra JVM options for (driver, executor): the archive when it exists, else nothing."""
-    if not enabled(settings):
+    """Extra JVM options for (driver, executor): the archives when they exist, else nothing:
+    this machine's on the local backend, the image's for a driver inside the Spark image."""
+    if settings.backend == "compose" and settings.cds:
+        found = IMAGE_ARCHIVES
+    elif enabled(settings):
+        found = archives(settings)
+    else:
         return "", ""
-    found = archives(settings)
     if not found.exist():
         return "", ""
     return f"{_FLAG}{found.driver} -Xshare:auto", f"{_FLAG}{found.executor} -Xshare:auto"

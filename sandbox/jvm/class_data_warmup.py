@@ -1,18 +1,26 @@
 """The warm-up whose JVMs ``sandbox.jvm.class_data_sharing`` archives: run by
 :func:`sandbox.jvm.class_data_sharing.ensure` in a process of its own
 (``python -m sandbox.jvm.class_data_warmup``), since its JVMs are started with
-``-XX:+RecordDynamicDumpInfo`` and a process has one Spark driver."""
+``-XX:+RecordDynamicDumpInfo`` and a process has one Spark driver.
+
+``python -m sandbox.jvm.class_data_warmup --image DIR`` records the Spark image's archives
+while the image is built (docker/Dockerfile), where no Kafka or MinIO runs: the same
+stateful shape on a rate source and a local Parquet sink, on a ``local-cluster`` master
+whose executor is a JVM launched as a standalone worker launches one."""
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
 from sandbox.checks.health import s3_client
-from sandbox.jvm.class_data_sharing import archives, executor_pids, java_home
+from sandbox.jvm.class_data_sharing import Archives, archives, executor_pids, java_home
 from sandbox.jvm.spark_session import spark_conf, spark_session
 from sandbox.settings import Settings
 
@@ -29,10 +37,19 @@ def _dump(pid: int, target: Path, jcmd: Path) -> None:
     partial.replace(target)
 
 
+def _count(key, frames, state):
+    import pandas as pd
+
+    total = state.get[0] if state.exists else 0
+    for frame in frames:
+        total += len(frame)
+    state.update((total,))
+    yield pd.DataFrame({"k": [key[0]], "n": [total]})
+
+
 def _workload(spark, settings: Settings) -> None:
     """What the job does to its JVMs, small: a Kafka source, applyInPandasWithState on
     RocksDB, a Parquet file sink on s3a://, two micro-batches, and a read back."""
-    import pandas as pd
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -49,13 +66,6 @@ def _workload(spark, settings: Settings) -> None:
         "spark.sql.streaming.stateStore.providerClass", "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     )
 
-    def count(key, frames, state):
-        total = state.get[0] if state.exists else 0
-        for frame in frames:
-            total += len(frame)
-        state.update((total,))
-        yield pd.DataFrame({"k": [key[0]], "n": [total]})
-
     path = f"s3a://{settings.bucket}/_cds/{topic}"
     checkpoint = settings.state_dir / "checkpoints" / "_cds" / topic
     try:
@@ -70,7 +80,7 @@ def _workload(spark, settings: Settings) -> None:
         out = (
             source.selectExpr("CAST(key AS STRING) AS k", "get_json_object(CAST(value AS STRING), '$.n') AS n")
             .groupBy("k")
-            .applyInPandasWithState(count, "k string, n long", "n long", "append", GroupStateTimeout.NoTimeout)
+            .applyInPandasWithState(_count, "k string, n long", "n long", "append", GroupStateTimeout.NoTimeout)
         )
         query = (
             out.writeStream.format("parquet")
@@ -93,17 +103,73 @@ def _workload(spark, settings: Settings) -> None:
             client.delete_object(Bucket=settings.bucket, Key=listed["Key"])
 
 
-def main() -> int:
+def _offline_workload(spark, *, batches: int = 3, timeout_s: float = 240.0) -> None:
+    """The job's shape without its services, for an image build: a rate source,
+    applyInPandasWithState on RocksDB, a local Parquet file sink, ``batches`` micro-batches with
+    rows, and a read back. Waits on the query's progress, ``timeout_s`` bounding it."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    spark.conf.set(
+        "spark.sql.streaming.stateStore.providerClass", "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    )
+    scratch = Path(tempfile.mkdtemp(prefix="osl-cds-"))
+    try:
+        out = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 1000)
+            .load()
+            .selectExpr("CAST(value % 20 AS STRING) AS k", "value AS n")
+            .groupBy("k")
+            .applyInPandasWithState(_count, "k string, n long", "n long", "append", GroupStateTimeout.NoTimeout)
+        )
+        query = (
+            out.writeStream.format("parquet")
+            .option("path", str(scratch / "out"))
+            .option("checkpointLocation", str(scratch / "checkpoint"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        deadline = time.monotonic() + timeout_s
+        try:
+            while sum(1 for p in query.recentProgress if p["numInputRows"]) < batches:
+                if query.exception():
+                    raise RuntimeError(f"the warm-up query failed: {query.exception()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the warm-up query did not run {batches} batches within {timeout_s:g} s")
+                query.awaitTermination(0.5)
+        finally:
+            query.stop()
+        spark.read.parquet(str(scratch / "out")).count()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.jvm.class_data_warmup")
+    parser.add_argument("--image", type=Path, help="record the Spark image's archives into this folder (image build)")
+    args = parser.parse_args(argv)
     settings = Settings.from_env()
-    found = archives(settings)
+    found = archives(settings) if args.image is None else Archives(args.image / "driver.jsa", args.image / "executor.jsa")
     jcmd = (java_home(settings) or Path("/")) / "bin" / "jcmd"
     record = "-XX:+RecordDynamicDumpInfo"  # what lets jcmd dump a running JVM's classes
-    driver = f"{spark_conf(settings)['spark.driver.extraJavaOptions']} {record}"
-    spark = spark_session(
-        settings, "sandbox-cds-warmup", extra={"spark.executor.extraJavaOptions": record, "spark.driver.extraJavaOptions": driver}
-    )
+    conf = spark_conf(settings)
+    extra = {
+        "spark.executor.extraJavaOptions": f"{conf.get('spark.executor.extraJavaOptions', '')} {record}".strip(),
+        "spark.driver.extraJavaOptions": f"{conf['spark.driver.extraJavaOptions']} {record}",
+    }
+    if args.image is not None:
+        # one worker with one executor, launched as a standalone worker launches it, in this container
+        extra |= {
+            "spark.master": "local-cluster[1,1,1024]",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+        }
+    spark = spark_session(settings, "sandbox-cds-warmup", extra=extra)
     try:
-        _workload(spark, settings)
+        if args.image is None:
+            _workload(spark, settings)
+        else:
+            _offline_workload(spark)
         found.driver.parent.mkdir(parents=True, exist_ok=True)
         app = spark.sparkContext.applicationId
         pids = executor_pids(app)

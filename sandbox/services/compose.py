@@ -129,6 +129,7 @@ def compose_environment(settings: Settings) -> dict[str, str]:
         "OSL_KAFKA_PARTITIONS": settings.kafka_partitions,
         "OSL_SPARK_WORKER_CORES": settings.spark_worker_cores,
         "OSL_SPARK_WORKER_MEMORY": settings.spark_worker_memory,
+        "OSL_CDS": "1" if settings.cds else "0",
     }
     env["OSL_PORT_OFFSET"] = p.offset
     if settings.maven_repo:

@@ -151,6 +151,39 @@ def test_code_in_jupyter_attaches_to_the_stack_and_prints_host_links(stack):
     assert proc.stdout.splitlines()[1].split() == ["running"] * 5
 
 
+def test_a_spark_application_in_jupyter_maps_the_image_s_class_data_archives_on_its_driver_and_executors(stack):
+    # The archives the image's build recorded (docs/decisions/0029-class-data-archives-in-the-image.md):
+    # each JVM has its file mapped in memory; a class path that no longer matches makes the JVM drop
+    # it with a warning, and this fails. An executor is found from a task: its Python worker's
+    # ancestors lead to the executor's JVM.
+    probe = """
+import os
+from pathlib import Path
+from sandbox import Settings
+from sandbox.jvm.class_data_sharing import IMAGE_ARCHIVES
+from sandbox.jvm.spark_session import spark_session
+
+def jvm_maps(_):
+    pid = os.getpid()
+    while pid > 1 and Path(f"/proc/{pid}/exe").resolve().name != "java":
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    yield os.uname().nodename, pid, str(IMAGE_ARCHIVES.executor) in Path(f"/proc/{pid}/maps").read_text()
+
+spark = spark_session(Settings.from_env(), "cds-probe", progress=lambda line: None)
+driver = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+print("driver", str(IMAGE_ARCHIVES.driver) in Path(f"/proc/{driver}/maps").read_text())
+for host, pid, mapped in sorted(set(spark.sparkContext.parallelize(range(8), 8).mapPartitions(jvm_maps).collect())):
+    print("executor", host, pid, mapped)
+spark.stop()
+"""
+    proc = stack.run_in("jupyter", ["python", "-c", probe], capture=True, timeout_s=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    lines = [line.split() for line in proc.stdout.splitlines()]
+    assert ["driver", "True"] in lines, proc.stdout
+    executors = [line for line in lines if line[0] == "executor"]
+    assert executors and all(mapped == "True" for *_, mapped in executors), proc.stdout
+
+
 def test_demo_pipeline_inside_the_stack_gives_a_clean_verdict(stack):
     # Producers and the Spark driver in the jupyter container, executors on the compose workers,
     # the verifier reading the lake in MinIO: the same demo.py `make demo` runs.

@@ -20,10 +20,29 @@ def test_compose_and_the_off_switch_get_no_archive(tmp_path):
     assert class_data_sharing.enabled(local)
     assert not class_data_sharing.enabled(dataclasses.replace(local, backend="compose"))
     assert not class_data_sharing.enabled(dataclasses.replace(local, driver_host="jupyter"))
+    # a driver outside the Spark image (this machine) under compose: the image's archives are not here
+    assert not class_data_sharing.IMAGE_ARCHIVES.exist()
     assert class_data_sharing.java_options(dataclasses.replace(local, backend="compose")) == ("", "")
     assert not class_data_sharing.enabled(dataclasses.replace(local, cds=False))
     assert Settings.from_env({"OSL_STATE_DIR": str(tmp_path)}).cds
     assert not class_data_sharing.enabled(Settings.from_env({"OSL_STATE_DIR": str(tmp_path), "OSL_CDS": "0"}))
+
+
+def test_a_driver_inside_the_spark_image_maps_the_image_s_archives_unless_turned_off(tmp_path, monkeypatch):
+    from sandbox import Settings
+
+    image = class_data_sharing.Archives(driver=tmp_path / "driver.jsa", executor=tmp_path / "executor.jsa")
+    image.driver.write_bytes(b"archive")
+    image.executor.write_bytes(b"archive")
+    monkeypatch.setattr(class_data_sharing, "IMAGE_ARCHIVES", image)
+    compose = Settings(state_dir=tmp_path, cache_dir=tmp_path, backend="compose", driver_host="jupyter")
+    assert class_data_sharing.java_options(compose) == (
+        f"-XX:SharedArchiveFile={tmp_path}/driver.jsa -Xshare:auto",
+        f"-XX:SharedArchiveFile={tmp_path}/executor.jsa -Xshare:auto",
+    )
+    assert class_data_sharing.java_options(dataclasses.replace(compose, cds=False)) == ("", "")
+    image.executor.unlink()  # an image built without them (a failed recording): nothing passed
+    assert class_data_sharing.java_options(compose) == ("", "")
 
 
 def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path, monkeypatch):
