@@ -113,9 +113,10 @@ def batches(progress: Sequence[Mapping[str, Any]], high_watermarks: Sequence[tup
     return out
 
 
-def throughput(run: CatchUp, *, first: int = 3) -> float:
-    """Records/s the first ``first`` full batches went at: the rows of all but the last over
-    the time from the first one's start to the last one's start. Start to start, because a
+def throughput(run: CatchUp, *, first: int | None = 3) -> float:
+    """Records/s the first ``first`` full batches went at (every full batch with ``first=None``:
+    the pace of the whole catch-up, known only once it is over): the rows of all but the last
+    over the time from the first one's start to the last one's start. Start to start, because a
     triggered query starts a batch on each trigger tick (or at once, when the last one ran
     past it): this is the rate the backlog went down, bound by the cap over the trigger
     interval or by the batches' own time, whichever is slower. The query's very first batch is
@@ -151,10 +152,23 @@ def pace(run: CatchUp, trigger_s: float, *, first: int = 3) -> str:
     return f"start to start: {shown} after the one before: one {trigger_s:g} s trigger each, so the cap over the trigger set the rate"
 
 
-def forecast(run: CatchUp, *, first: int = 3) -> float:
-    """The catch-up time the first ``first`` full batches predict: their :func:`throughput`
-    in :func:`catch_up_time_s` with the run's backlog and input rate."""
+def forecast(run: CatchUp, *, first: int | None = 3) -> float:
+    """The catch-up time the first ``first`` full batches predict (every full batch with
+    ``first=None``: the arithmetic in hindsight): their :func:`throughput` in
+    :func:`catch_up_time_s` with the run's backlog and input rate."""
     return catch_up_time_s(run.backlog, run.input_rate, throughput(run, first=first))
+
+
+def commit_forecast(run: CatchUp, *, first: int | None = None) -> float:
+    """When the lake sees the catch-up, by the arithmetic, in seconds from the query's start:
+    the first batch starts some time after the query, :func:`forecast` later the backlog is
+    gone, and the batch that reads the rest commits its own duration after it starts. The
+    arithmetic says nothing of the two ends (a start, a commit), so they are taken from the
+    run; the rate is every full batch's by default (``first=None``)."""
+    reading = run.caught_up_batch
+    if reading is None or not run.batches:
+        raise BacklogError(f"{run.label}: never caught up; no commit to forecast")
+    return run.first_start_s + forecast(run, first=first) + reading.duration_s
 
 
 class HighWatermarks:
@@ -231,11 +245,20 @@ class CatchUp:
     memory: dict[int, dict[str, int]] = field(default_factory=dict)
 
     @property
+    def caught_up_batch(self) -> Batch | None:
+        """The first batch with no lag left behind it (or, capped, the first that read less than
+        the cap: it read everything there was): the one that reads the rest of the backlog."""
+        return next((b for b in self.batches if b.input_rows and (b.lag == 0 or (self.cap and not self.full(b)))), None)
+
+    @property
     def caught_up_s(self) -> float | None:
-        for b in self.batches:
-            if b.input_rows and (b.lag == 0 or (self.cap and not self.full(b))):
-                return b.end - self.started
-        return None
+        reading = self.caught_up_batch
+        return None if reading is None else reading.end - self.started
+
+    @property
+    def first_start_s(self) -> float:
+        """Seconds from ``started`` to the start of the query's first batch."""
+        return self.batches[0].start - self.started
 
     @property
     def first_commit_s(self) -> float | None:
@@ -274,11 +297,11 @@ class CatchUp:
         stores, a cost later batches do not pay)."""
         return [b for b in self.batches[1:] if self.full(b)]
 
-    def early_full_batches(self, first: int) -> list[Batch]:
-        """The first ``first`` of :attr:`full_batches` (at least two: a rate needs two starts);
-        :class:`BacklogError` when the run had fewer."""
-        need = max(first, 2)
-        full = self.full_batches[:need]
+    def early_full_batches(self, first: int | None) -> list[Batch]:
+        """The first ``first`` of :attr:`full_batches`, or all of them with ``None`` (at least
+        two: a rate needs two starts); :class:`BacklogError` when the run had fewer."""
+        need = max(first or 0, 2)
+        full = self.full_batches if first is None else self.full_batches[:need]
         if len(full) < need:
             raise BacklogError(f"{self.label}: only {len(full)} full batches of {self.cap} rows; a forecast needs {need}")
         return full

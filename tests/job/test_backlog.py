@@ -4,13 +4,25 @@ Kafka stubbed out. No services."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from datetime import datetime, timezone
 
 import pytest
 
-from job.drills.backlog import BacklogError, Batch, CatchUp, HighWatermarks, batches, catch_up_time_s, forecast, pace, throughput
+from job.drills.backlog import (
+    BacklogError,
+    Batch,
+    CatchUp,
+    HighWatermarks,
+    batches,
+    catch_up_time_s,
+    commit_forecast,
+    forecast,
+    pace,
+    throughput,
+)
 
 
 def test_catch_up_time_is_the_backlog_over_the_throughput_left_after_the_input():
@@ -125,6 +137,31 @@ def test_the_rate_is_taken_start_to_start_so_a_trigger_bound_job_is_not_credited
     ]
     assert throughput(_run(ticks)) == pytest.approx(500.0)
     assert forecast(_run(ticks)) == pytest.approx(12.5)  # 5000 / (500 - 100)
+
+
+def test_the_whole_catch_ups_pace_counts_every_full_batch_so_a_slowdown_after_the_first_three_is_in_it():
+    # batches 1-3 go one per 2 s tick; then the machine gets busy and batches 4-5 take 4 s each
+    slowing = [
+        _batch(0, 0, 30, 1000, 9000),
+        _batch(1, 30, 31, 1000, 8000),
+        _batch(2, 32, 33, 1000, 7000),
+        _batch(3, 34, 38, 1000, 6000),
+        _batch(4, 38, 42, 1000, 5000),
+        _batch(5, 42, 43, 200, 0),
+    ]
+    assert throughput(_run(slowing)) == pytest.approx(500.0)  # 2000 rows, 30 -> 34
+    # every full batch: the 3000 rows of batches 1-3, from batch 1's start to batch 4's (30 -> 38)
+    assert throughput(_run(slowing), first=None) == pytest.approx(375.0)
+    assert forecast(_run(slowing), first=None) == pytest.approx(5000 / 275)
+    # the lake sees it when the batch that read the rest commits: the first batch's start (0 here)
+    # + the backlog gone at that pace + that batch's own second
+    assert commit_forecast(_run(slowing)) == pytest.approx(5000 / 275 + 1)
+    started_late = _run([dataclasses.replace(b, start=b.start + 2, end=b.end + 2) for b in slowing])
+    assert commit_forecast(started_late) == pytest.approx(2 + 5000 / 275 + 1)
+    with pytest.raises(BacklogError, match="t: never caught up; no commit to forecast"):
+        commit_forecast(_run(slowing[:5]))
+    with pytest.raises(BacklogError, match="only 1 full batches of 1000 rows; a forecast needs 2"):
+        forecast(_run([_batch(0, 0, 30, 1000, 9000), _batch(1, 30, 32, 1000, 0), _batch(2, 32, 33, 10, 0)]), first=None)
 
 
 def test_the_pace_says_whether_the_trigger_the_cap_or_the_job_s_own_speed_set_the_rate():
