@@ -258,7 +258,7 @@ WORKBOOK = {
     ),
     "05-backlog-and-memory.ipynb": (
         "05 · Backlog and memory",
-        "chapter complete: a capped catch-up that the arithmetic foresaw, a state store "
+        "chapter complete: a capped catch-up that the arithmetic accounts for, a state store "
         "that expires idle sessions, and a lake that matches the ledger",
     ),
     "06-data-integrity.ipynb": (
