@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
         help="stop everything and delete all data (topics, objects, checkpoints); the compose workbook's working copy is kept",
     )
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    prune = sub.add_parser(
+        "prune",
+        help="delete the topics past runs left on the broker (they pile up and slow a broker restart); "
+        "the lake, checkpoints and ledgers stay",
+    )
+    prune.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    prune.add_argument("--prefix", default="", help="only the topics whose name starts with this (default: every run's)")
     status = sub.add_parser("status", help="every service, its state, endpoint, UI and log")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     logs = sub.add_parser("logs", help="the last lines of one service's log")
@@ -88,6 +95,31 @@ def _local_if_running(settings: Settings) -> Settings:
     return replace(settings, backend="local")
 
 
+def _prune(settings: Settings, *, prefix: str, yes: bool) -> int:
+    """``prune``: every run's topics deleted, after a confirmation that says how many."""
+    from sandbox.topics import TopicError, delete_topics, run_topics
+
+    bootstrap = settings.endpoints().kafka_bootstrap
+    try:
+        topics = run_topics(bootstrap, prefix)
+        if not topics.names:
+            print(f"no run's topics{f' named {prefix}*' if prefix else ''} at {bootstrap}: nothing to prune")
+            return 0
+        what = f"{len(topics.names)} topic(s), {topics.partitions} partition(s), at {bootstrap}"
+        if not yes:
+            if not sys.stdin.isatty():
+                print(f"error: prune deletes {what}; pass --yes to confirm", file=sys.stderr)
+                return 2
+            if input(f"delete {what}? A job still reading one of them fails. [y/N] ").strip().lower() != "y":
+                return 1
+        delete_topics(bootstrap, topics.names, timeout_s=max(30.0, len(topics.names) / 10))
+    except TopicError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"deleted {what}")
+    return 0
+
+
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from sandbox import open_sandbox
 
@@ -117,6 +149,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         sb.reset()
         print("sandbox stopped and its data deleted")
         return 0
+    if args.command == "prune":
+        return _prune(settings, prefix=args.prefix, yes=args.yes)
     if args.command == "status":
         statuses = sb.status()
         if args.json:

@@ -69,9 +69,10 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
         "prefix (s3_parts)",
         "producers.kafka": "the data-loss listing reads the partitions' watermarks",
         "producers.ledger": "the verifier's S3 target (S3Target) and its preflight lists a ledger's parts",
-        "sandbox.checks.health": "wait_for (backfill's topic deletion), the S3 client that lists a sink log (repair), "
+        "sandbox.checks.health": "the S3 client that lists a sink log (repair), "
         "require (the verifier's preflight: MinIO answers)",
         "sandbox.settings": "shown(): paths as messages print them (repair)",
+        "sandbox.topics": "backfill deletes a run's topics with the sandbox's one topic deletion (`sandbox prune`'s)",
         "sandbox.jvm.spark_session": "the Spark session of `job repair` / `job backfill`, the verifier's own "
         "(job.ops.verifier) and the packaged submit's conf",
     },

@@ -646,26 +646,13 @@ def reprocess(
 def delete_topics(bootstrap: str, topic_prefix: str, *, timeout_s: float = 30.0) -> list[str]:
     """Delete every topic whose name starts with ``topic_prefix`` (Kafka's copy of the input);
     returns their names. What chapter 09 does to show the archive is the only copy left."""
-    from confluent_kafka.admin import AdminClient
+    from sandbox.topics import TopicError, run_topics
+    from sandbox.topics import delete_topics as delete
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-    topics = sorted(t for t in admin.list_topics(timeout=timeout_s).topics if t.startswith(topic_prefix))
-    if not topics:
-        return []
-    for topic, future in admin.delete_topics(topics, operation_timeout=timeout_s).items():
-        try:
-            future.result(timeout=timeout_s)
-        except Exception as exc:  # the admin API's KafkaException or a timeout
-            raise BackfillError(f"topic {topic}", bootstrap, f"could not be deleted ({exc}); is the broker up?") from None
-    from sandbox.checks.health import wait_for
-
-    # the controller removes topics asynchronously: wait until the metadata no longer lists them
-    gone = lambda: not any(t in admin.list_topics(timeout=timeout_s).topics for t in topics)  # noqa: E731
     try:
-        wait_for(gone, timeout_s=timeout_s, what=f"deletion of {len(topics)} topic(s) {topic_prefix}*")
-    except TimeoutError as exc:
-        raise BackfillError(f"topics {topics}", bootstrap, f"{exc}; check the broker's log") from None
-    return topics
+        return delete(bootstrap, run_topics(bootstrap, topic_prefix, timeout_s=timeout_s).names, timeout_s=timeout_s)
+    except TopicError as exc:
+        raise BackfillError(f"topics {topic_prefix}*", bootstrap, str(exc)) from None
 
 
 # -- the command line ---------------------------------------------------------------------------
