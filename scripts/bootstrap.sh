@@ -44,6 +44,9 @@ echo "bootstrap: installing the project and its test tools into $VENV at the ver
 # the working directory, which is how this project is meant to run); silence that one only.
 PYTHONWARNINGS="ignore:Editable installation:UserWarning" \
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev]"
+# Times from the jars' content, not the install's: a class-data archive recorded for this
+# pyspark at this path stays valid for a new virtualenv (sandbox/jvm/jar_times.py).
+"$VENV/bin/python" -m sandbox.jvm.jar_times
 echo "bootstrap: fetching Kafka and Spark-job jars and MinIO into the cache (once)"
 "$VENV/bin/python" -m sandbox --backend local fetch
 if [ -n "$chromium_pid" ]; then
