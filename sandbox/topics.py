@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox.checks.health import HEALTH_TOPIC, wait_for
+from sandbox.checks.health import HEALTH_TOPIC, librdkafka_logger, wait_for
 
 
 class TopicError(RuntimeError):
@@ -25,7 +25,7 @@ class Topics:
     partitions: int
 
 
-def run_topics(bootstrap: str, prefix: str = "", *, timeout_s: float = 30.0) -> Topics:
+def run_topics(bootstrap: str, prefix: str = "", *, timeout_s: float = 10.0) -> Topics:
     """The topics whose name starts with ``prefix`` that a run wrote, and their partition count."""
     admin = _admin(bootstrap)
     try:
@@ -60,4 +60,5 @@ def delete_topics(bootstrap: str, topics: tuple[str, ...] | list[str], *, timeou
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    # librdkafka's own retry lines stay out of the terminal: a failure is named in TopicError
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": librdkafka_logger("sandbox.topics")})

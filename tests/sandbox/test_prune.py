@@ -43,3 +43,12 @@ def test_prune_deletes_a_run_s_topics_only_when_confirmed_and_leaves_the_others(
     again = _prune(sandbox, "--prefix", prefix, "--yes")
     assert again.returncode == 0 and "nothing to prune" in again.stdout, again.stdout + again.stderr
     admin.delete_topics([other])[other].result(30)
+
+
+def test_prune_without_a_broker_names_it_and_the_fix_without_a_traceback(tmp_path):
+    argv = [sys.executable, "-m", "sandbox", "--backend", "local", "--port-offset", "29000", "prune", "--yes"]
+    env = dict(os.environ, OSL_STATE_DIR=str(tmp_path / "none"))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "rdkafka" not in done.stderr, done.stderr
+    assert "127.0.0.1:38092 could not be listed" in done.stderr and "python -m sandbox status" in done.stderr, done.stderr
