@@ -95,6 +95,15 @@ def _local_if_running(settings: Settings) -> Settings:
     return replace(settings, backend="local")
 
 
+def _confirm(what: str, question: str) -> int:
+    """0 when the user typed y to ``question``; 2 (with an error naming ``what`` and ``--yes``)
+    without a terminal to ask on; 1 for any other answer."""
+    if not sys.stdin.isatty():
+        print(f"error: {what}; pass --yes to confirm", file=sys.stderr)
+        return 2
+    return 0 if input(f"{question} [y/N] ").strip().lower() == "y" else 1
+
+
 def _prune(settings: Settings, *, prefix: str, yes: bool) -> int:
     """``prune``: every run's topics deleted, after a confirmation that says how many."""
     from sandbox.topics import TopicError, delete_topics, run_topics
@@ -106,12 +115,8 @@ def _prune(settings: Settings, *, prefix: str, yes: bool) -> int:
             print(f"no run's topics{f' named {prefix}*' if prefix else ''} at {bootstrap}: nothing to prune")
             return 0
         what = f"{len(topics.names)} topic(s), {topics.partitions} partition(s), at {bootstrap}"
-        if not yes:
-            if not sys.stdin.isatty():
-                print(f"error: prune deletes {what}; pass --yes to confirm", file=sys.stderr)
-                return 2
-            if input(f"delete {what}? A job still reading one of them fails. [y/N] ").strip().lower() != "y":
-                return 1
+        if not yes and (refused := _confirm(f"prune deletes {what}", f"delete {what}? A job still reading one of them fails.")):
+            return refused
         delete_topics(bootstrap, topics.names, timeout_s=max(30.0, len(topics.names) / 10))
     except TopicError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -140,12 +145,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         print("sandbox stopped (data kept; `python -m sandbox reset` deletes it)")
         return 0
     if args.command == "reset":
-        if not args.yes:
-            if not sys.stdin.isatty():
-                print(f"error: reset deletes all data under {settings.state_dir}; pass --yes to confirm", file=sys.stderr)
-                return 2
-            if input(f"delete all sandbox data under {settings.state_dir}? [y/N] ").strip().lower() != "y":
-                return 1
+        if not args.yes and (
+            refused := _confirm(
+                f"reset deletes all data under {settings.state_dir}", f"delete all sandbox data under {settings.state_dir}?"
+            )
+        ):
+            return refused
         sb.reset()
         print("sandbox stopped and its data deleted")
         return 0
