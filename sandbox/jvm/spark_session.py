@@ -76,6 +76,12 @@ def spark_conf(settings: Settings, *, progress: Progress = say) -> dict[str, str
         # partition moves to a free executor and pays one state load there
         # (docs/decisions/0010-locality-wait.md).
         "spark.locality.wait": "0s",
+        # A shuffle fetch from an executor whose host vanished opens a connection to an address
+        # nobody answers: it waited 23-39 s to fail on the compose network (120 s allowed by
+        # default), and the batch with it; chapter 04's worker kill waited 80 s once in CI. A live
+        # peer answers in milliseconds, and a failed connect asks the driver whether the executor
+        # is alive before it retries (docs/decisions/0030-shuffle-connection-timeout.md).
+        "spark.shuffle.io.connectionCreationTimeout": "10s",
         # An executor reaches its Python workers over a Unix domain socket, not loopback TCP:
         # Spark opens that TCP connection without TCP_NODELAY, and the end of each Python call
         # (small writes both ways) waited out a delayed acknowledgement, about 40 ms
