@@ -99,18 +99,19 @@ def one_round(sb, delay: float) -> dict:
     sb.kill("spark-worker-1")
     sb.run_in("spark-worker-2", ["touch", "/tmp/dead-peer-go"], capture=True, timeout_s=30)
     thread.join(420)
-    line = next((x for x in out["proc"].stdout.splitlines() if x.startswith("result ")), None)
+    proc = out.get("proc")
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("result ")), None) if proc else None
     sb.restart("spark-worker-1")
     if line is None:
-        raise SystemExit(
-            f"error: the client in spark-worker-2 printed no result: {out['proc'].stdout[-500:]} {out['proc'].stderr[-500:]}"
-        )
+        said = f"{proc.stdout[-500:]} {proc.stderr[-500:]}" if proc else "nothing within 400 s"
+        raise SystemExit(f"error: the client in spark-worker-2 printed no result: {said}")
     _, seconds, outcome = line.split(" ", 2)
     return {"delay_s": delay, "connect_s": float(seconds), "outcome": outcome}
 
 
 def main(argv: list[str] | None = None) -> int:
     from sandbox import Settings
+    from sandbox.errors import SandboxError
     from sandbox.services.compose import ComposeBackend
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -118,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=3.0, help="seconds between the kill and the new connection")
     args = parser.parse_args(argv)
     sb = ComposeBackend(Settings.from_env(backend="compose"))
-    down = [s.name for s in sb.status() if s.name.startswith("spark-worker") and str(s.state) != "running"]
+    try:
+        down = [s.name for s in sb.status() if s.name.startswith("spark-worker") and str(s.state) != "running"]
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if down:
         print(
             f"error: {', '.join(down)} not running; start the stack with `python -m sandbox --backend compose up`",
@@ -127,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = []
     for i in range(args.rounds):
-        row = one_round(sb, args.delay)
+        try:
+            row = one_round(sb, args.delay)
+        except SandboxError as exc:
+            print(f"error: round {i + 1}: {exc}", file=sys.stderr)
+            return 2
         rows.append(row)
         print(
             f"round {i + 1}: connect {args.delay:g} s after the kill ended after {row['connect_s']} s: {row['outcome']}",
