@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-RESULTS = ROOT / "bench" / "results"
+from bench import RESULTS  # noqa: E402  (after sys.path above)
+
 PORT = 9999
 
 LISTENER = f"""
@@ -70,12 +71,13 @@ BOUND = f"import socket; socket.create_connection(('127.0.0.1', {PORT}), timeout
 
 
 def wait_until(cond, what: str, timeout_s: float = 30.0) -> None:
-    """Poll ``cond`` until it holds; exit naming ``what`` past ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"error: {what} did not come up within {timeout_s:g} s")
-        time.sleep(0.2)
+    """``sandbox.checks.health.wait_for`` with the bench's ending: past ``timeout_s``, exit naming ``what``."""
+    from sandbox.checks.health import wait_for
+
+    try:
+        wait_for(cond, timeout_s=timeout_s, what=what, interval_s=0.2)
+    except TimeoutError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def one_round(sb, delay: float) -> dict:

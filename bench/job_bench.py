@@ -63,17 +63,14 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the bench's own sandbox
-    # (imported by a chapter, it uses the chapter's sandbox: the kernel's environment is left alone)
-    os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
-    os.environ.setdefault("OSL_PORT_OFFSET", "20000")
-    os.environ.setdefault("OSL_BACKEND", "local")
+from bench import RESULTS, own_sandbox  # noqa: E402  (after sys.path above)
+
+own_sandbox()
 
 from job.spark import lake  # noqa: E402  (after the sandbox variables above)
 from job.spark.config import OPERATORS, JobConfig  # noqa: E402
 from sandbox.settings import GC_OPTIONS  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 #: The job's own batch cap: the backlog phase's default, so that it measures what users run.
 JOB_CAP = JobConfig.max_offsets_per_trigger
 

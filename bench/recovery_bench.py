@@ -62,11 +62,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the bench's own sandbox
-    # (imported by a chapter, it uses the chapter's sandbox: the kernel's environment is left alone)
-    os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
-    os.environ.setdefault("OSL_PORT_OFFSET", "20000")
-    os.environ.setdefault("OSL_BACKEND", "local")
+from bench import RESULTS, own_sandbox  # noqa: E402  (after sys.path above)
+
+own_sandbox()
 
 from bench.job_bench import (  # noqa: E402
     job_config,
@@ -82,7 +80,6 @@ from job.spark.config import trigger_ms  # noqa: E402
 from job.spark.query_progress import reached  # noqa: E402
 from sandbox.settings import Settings, shown  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 SYSTEMS = ("job", "baseline")
 ACTIONS = ("kill", "pause")
 PROCESS_TARGETS = ("driver",)

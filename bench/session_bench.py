@@ -45,12 +45,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import RESULTS  # noqa: E402  (after sys.path above)
 from job.engine import session as sm  # noqa: E402
 from producers.contract import encode  # noqa: E402
 from producers.sessions import SessionPlan, SessionScript, session_id  # noqa: E402
 from producers.sites import SITE_TYPES, Site, site_name  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 #: Bumped when a key of the JSON result changes meaning or goes away (new keys may be added).
 SHAPE = 1
 POLICY = "resync"

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -36,11 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-if Path(sys.argv[0]).resolve().parent == ROOT / "bench":  # run as a script: the bench's own sandbox
-    # (imported by a chapter, it uses the chapter's sandbox: the kernel's environment is left alone)
-    os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-bench"))
-    os.environ.setdefault("OSL_PORT_OFFSET", "20000")
-    os.environ.setdefault("OSL_BACKEND", "local")
+from bench import RESULTS, own_sandbox  # noqa: E402  (after sys.path above)
+
+own_sandbox()
 
 #: The pure baseline in a process of its own, as ``job verify`` ran before the Spark verifier.
 _PURE = """
@@ -151,7 +148,7 @@ def main() -> int:
     finally:
         spark.stop()
     print_table(results)
-    out = ROOT / "bench" / "results" / f"verify-{run}.json"
+    out = RESULTS / f"verify-{run}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"run": run, "lakes": lakes, "verified": [asdict(r) for r in results]}, indent=1))
     say(f"\nresults: {out}")
