@@ -5,7 +5,8 @@ the data on object storage, and skips any batch whose id is not above the log's 
 ``Skipping already committed batch``. Batch ids only count micro-batches since the
 checkpoint was created, so once a checkpoint is lost, or restored from an older backup,
 while the output keeps its log, the restarted job reuses ids the log has seen, and every
-such batch is read, applied to the state, committed to the checkpoint, and never written.
+such batch is committed to the checkpoint but skipped by the sink without being run: its
+records are neither applied to the state nor written.
 Nothing fails; the rows are simply not in the lake (:mod:`job.drills.trap` shows it for real).
 
 The six steps, as :func:`plan_repair` and :func:`apply_repair` carry them out:
