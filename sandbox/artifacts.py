@@ -42,6 +42,85 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+#: Mirrors kept beside the current one (another checkout's sandbox may run from one).
+_RUNTIME_KEPT = 2
+
+
+def _runtime_files(install: Path) -> list[Path]:
+    """What Spark's JVMs and scripts read from SPARK_HOME: the launch scripts, the jars of the
+    classpath (``jars/*``: spark-class does not descend into ``jars/connect-repl/``, the Connect
+    shell's), and the zips the Python workers import pyspark from."""
+    scripts = [p for part in ("bin", "python/lib") for p in (install / part).rglob("*") if p.is_file()]
+    return sorted([*(install / "jars").glob("*.jar"), *scripts])
+
+
+def _runtime_key(install: Path, files: list[Path]) -> str:
+    """Names the mirror by content: each jar by its size and modification time (given from its
+    bytes by sandbox/jvm/jar_times.py, as the JVM checks them), every other file by its bytes."""
+    import hashlib
+
+    digest = hashlib.sha256(versions.PYSPARK.encode())
+    for path in files:
+        st = path.stat()
+        digest.update(f"\n{path.relative_to(install)} {st.st_size} {st.st_mode & 0o777:o} ".encode())
+        digest.update(str(st.st_mtime_ns).encode() if path.suffix == ".jar" else hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def spark_runtime_home(settings: Settings) -> Path:
+    """The SPARK_HOME of the JVMs this machine runs for the local backend (master, workers, and
+    so executors, and drivers): pyspark's distribution mirrored into the cache, at a path its
+    content names, made on first use (hard links, or copies across file systems).
+
+    A class-data archive holds the path of every jar it was recorded with, and the JVM maps it
+    only where the classpath names the same files (sandbox/jvm/class_data_sharing.py). Inside a
+    virtualenv those paths change with every checkout, so each fresh clone (CI's) recorded a new
+    archive, about 60 s of two cores before its first application; every virtualenv with the same
+    pyspark names the same mirror. Under compose the image's own SPARK_HOME serves; this is
+    the install itself there (docs/decisions/0017-class-data-archives.md)."""
+    install = spark_home()
+    if settings.backend != "local" or settings.driver_host:
+        return install
+    known = _runtime_homes.get((install, settings.cache_dir))
+    if known is not None and (known / _COMPLETE).exists():
+        return known
+    files = _runtime_files(install)
+    root = settings.cache_dir / "spark-home"
+    home = root / f"{versions.PYSPARK}-{_runtime_key(install, files)}"
+    if not (home / _COMPLETE).exists():
+        _mirror(install, files, home)
+    _runtime_homes[(install, settings.cache_dir)] = home
+    return home
+
+
+#: (install, cache) -> mirror, for this process: service specs ask for it on every status call.
+_runtime_homes: dict[tuple[Path, Path], Path] = {}
+
+
+def _mirror(install: Path, files: list[Path], home: Path) -> None:
+    root = home.parent
+    # staged outside ``root``: prune() below must not see another process's half-made mirror
+    staging = root.with_name(f"{root.name}.partial") / f"{home.name}-{os.getpid()}-{threading.get_ident()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    for path in files:
+        target = staging / path.relative_to(install)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)  # the same inode: its size and time are the install's
+        except OSError:
+            shutil.copy2(path, target)
+    (staging / _COMPLETE).write_text(str(install))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        staging.rename(home)
+    except OSError:  # another process made it first
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    from sandbox.jvm.class_data_sharing import prune  # late: class_data_sharing imports this module
+
+    prune(root, keep=home, kept=_RUNTIME_KEPT)
+
+
 def java_candidate(java_home: Path | None = None) -> Path | None:
     """The ``java`` launcher ``java_home`` (``Settings.java_home``, read from JAVA_HOME at the
     edge) or PATH names, unchecked; None when there is none."""

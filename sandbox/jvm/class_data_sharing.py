@@ -63,10 +63,11 @@ def java_home(settings: Settings) -> Path | None:
 
 
 def classpath_jars(settings: Settings) -> list[Path]:
-    """The jars a Spark JVM here loads classes from: pyspark's own and the job's."""
-    from sandbox.artifacts import spark_home, spark_job_jars
+    """The jars a Spark JVM here loads classes from: pyspark's own (as its SPARK_HOME names
+    them) and the job's."""
+    from sandbox.artifacts import spark_job_jars, spark_runtime_home
 
-    own = sorted((spark_home() / "jars").glob("*.jar"))
+    own = sorted((spark_runtime_home(settings) / "jars").glob("*.jar"))
     return own + sorted(Path(j) for j in spark_job_jars(settings, progress=lambda _line: None))
 
 

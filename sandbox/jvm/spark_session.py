@@ -159,10 +159,14 @@ def driver_env(settings: Settings) -> dict[str, str]:
     ``SPARK_LOCAL_IP``: the address the driver's web UI binds to; without it Jetty listens on
     every interface (``*:4040``), whatever ``spark.driver.bindAddress`` says. Under compose
     (``driver_host`` set) the driver must be reachable from other containers, so it is left out.
+    ``SPARK_HOME`` (local backend): the workers' one, :func:`sandbox.artifacts.spark_runtime_home`,
+    so the driver's classpath is the one its class-data archive was recorded with, in any checkout.
     """
     env = {"PYSPARK_PYTHON": sys.executable}
     if not settings.driver_host:
         env["SPARK_LOCAL_IP"] = settings.host
+        if settings.backend == "local":
+            env["SPARK_HOME"] = str(artifacts.spark_runtime_home(settings))
     return env
 
 

@@ -160,10 +160,11 @@ def service_spec(settings: Settings, layout: Layout, name: str, arts: dict[str, 
             ui=e.s3_console,
             probe=lambda: health.check_minio(s, timeout_s=3.0),
         )
-    spark_class = str(artifacts.spark_home() / "bin" / "spark-class")
+    spark_home = artifacts.spark_runtime_home(s)  # one path for every checkout: the archive's
+    spark_class = str(spark_home / "bin" / "spark-class")
     spark_env = dict(
         base_env,
-        SPARK_HOME=str(artifacts.spark_home()),
+        SPARK_HOME=str(spark_home),
         SPARK_CONF_DIR=str(spark_conf_dir(s)),
         SPARK_LOCAL_IP=s.host,
         SPARK_DAEMON_MEMORY="512m",

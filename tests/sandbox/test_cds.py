@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.artifacts import spark_runtime_home
 from sandbox.errors import SandboxError
 from sandbox.jvm import class_data_sharing
-from sandbox.jvm.spark_session import _check_same_conf, spark_conf
+from sandbox.jvm.spark_session import _check_same_conf, driver_env, spark_conf
 
 
 def test_compose_and_the_off_switch_get_no_archive(tmp_path):
@@ -94,6 +95,60 @@ def test_every_sandbox_on_a_cache_gives_its_executors_one_classpath_and_one_arch
     conf_dirs = {service_spec(s, Layout(s.state_dir), "spark-worker-1", {}).env["SPARK_CONF_DIR"] for s in (bench, tests)}
     assert len(conf_dirs) == 1, f"the executors' classpaths differ by sandbox: {sorted(conf_dirs)}"
     assert class_data_sharing.archives(bench) == class_data_sharing.archives(tests)
+    # the workers (so the executors) and the drivers run from one SPARK_HOME, the archive's
+    homes = {service_spec(s, Layout(s.state_dir), "spark-worker-1", {}).env["SPARK_HOME"] for s in (bench, tests)}
+    homes |= {driver_env(s)["SPARK_HOME"] for s in (bench, tests)}
+    assert homes == {str(spark_runtime_home(bench))}, homes
+
+
+def _install(root: Path, jar_bytes: bytes = b"classes") -> Path:
+    """A pyspark-shaped install: launch scripts, a jar with its content's time, the workers' zip."""
+    from sandbox.jvm.jar_times import pin
+
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "spark-class").write_text("#!/bin/sh\n")
+    (root / "bin" / "spark-class").chmod(0o755)
+    (root / "jars").mkdir()
+    (root / "jars" / "spark-core.jar").write_bytes(jar_bytes)
+    pin(root / "jars")
+    (root / "jars" / "connect-repl").mkdir()  # the Connect shell's jars: on no JVM's classpath
+    (root / "jars" / "connect-repl" / "repl.jar").write_bytes(b"repl")
+    (root / "python" / "lib").mkdir(parents=True)
+    (root / "python" / "lib" / "pyspark.zip").write_bytes(b"zip")
+    (root / "sql").mkdir()  # Python sources: not what a JVM reads
+    (root / "sql" / "x.py").write_text("x = 1\n")
+    return root
+
+
+def test_every_checkout_with_the_same_pyspark_runs_its_jvms_from_one_spark_home(tmp_path, monkeypatch):
+    """A class-data archive names its jars by path: with SPARK_HOME inside each virtualenv, every
+    fresh clone recorded a new one. Two installs with the same bytes at two paths (two clones'
+    virtualenvs, each file written at its own time) name one mirror in the cache, whose files are
+    the first install's; another jar names another; compose keeps the install."""
+    import os
+
+    from sandbox import Settings, artifacts
+
+    first, second = _install(tmp_path / "clone-a" / "pyspark"), _install(tmp_path / "clone-b" / "pyspark")
+    os.utime(second / "bin" / "spark-class", (1, 1))  # pip writes files with the install's time
+    os.utime(second / "jars" / "connect-repl" / "repl.jar", (1, 1))
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache", backend="local")
+    monkeypatch.setattr(artifacts, "_runtime_homes", {})
+    monkeypatch.setattr(artifacts, "spark_home", lambda: first)
+    home = artifacts.spark_runtime_home(settings)
+    assert home.parent == settings.cache_dir / "spark-home", home
+    assert (home / "jars" / "spark-core.jar").samefile(first / "jars" / "spark-core.jar")
+    assert os.access(home / "bin" / "spark-class", os.X_OK) and (home / "python" / "lib" / "pyspark.zip").exists()
+    assert not (home / "sql").exists() and not (home / "jars" / "connect-repl").exists()
+    monkeypatch.setattr(artifacts, "spark_home", lambda: second)
+    assert artifacts.spark_runtime_home(settings) == home, "the same pyspark in another checkout must name the same mirror"
+    third = _install(tmp_path / "clone-c" / "pyspark", jar_bytes=b"other classes")
+    monkeypatch.setattr(artifacts, "spark_home", lambda: third)
+    other = artifacts.spark_runtime_home(settings)
+    assert other != home and (other / "jars" / "spark-core.jar").read_bytes() == b"other classes"
+    assert sorted(p.name for p in (settings.cache_dir / "spark-home").iterdir()) == sorted([home.name, other.name])
+    compose = dataclasses.replace(settings, backend="compose")
+    assert artifacts.spark_runtime_home(compose) == third
 
 
 def test_sessions_that_differ_only_in_the_archive_are_alike():
