@@ -15,7 +15,8 @@ $(VENV)/.bootstrapped: pyproject.toml constraints.txt scripts/bootstrap.sh
 demo: bootstrap
 	$(BIN)/python demo.py
 
-# The tests and eight chapters side by side on two sandboxes, then chapters 05, 07 and 10 alone
+# The tests and eight chapters side by side on two sandboxes (the chapters one queue for both once
+# the tests end), then chapters 05, 07 and 10 alone
 # (scripts/test_side_by_side.py; docs/decisions/0025-tests-and-chapters-side-by-side.md).
 test: bootstrap
 	$(BIN)/python scripts/test_side_by_side.py $(PYTEST_ARGS)

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox_defaults import KEEP_SANDBOX, TEST_SANDBOX
+
 ROOT = Path(__file__).resolve().parent
-os.environ.setdefault("OSL_STATE_DIR", str(ROOT / ".sandbox-test"))
-os.environ.setdefault("OSL_PORT_OFFSET", "10000")
-os.environ.setdefault("OSL_BACKEND", "local")
+for _name, _value in TEST_SANDBOX.items():
+    os.environ.setdefault(_name, _value)
 os.environ.setdefault("IPYTHONDIR", str(ROOT / "tests" / "ipython"))
 
 # A per-test timeout fails that test and the run goes on; a hang it cannot break ends the run.
@@ -132,6 +133,9 @@ def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("CI"):
         _fail_on_skips(session)
     # Leave the test sandbox as this run found it: notebook cells may have started it without
-    # a fixture, so decide from its state, not from who started it.
+    # a fixture, so decide from its state, not from who started it. Under `make test` the
+    # runner does that once, after its last part (scripts/test_side_by_side.py).
+    if os.environ.get(KEEP_SANDBOX) == "1":
+        return
     if not getattr(session.config, "_sandbox_was_up", True) and _any_service_up():
         _test_sandbox().down()

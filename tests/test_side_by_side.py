@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,26 +25,48 @@ def _runner():
 
 def test_every_chapter_runs_in_exactly_one_part() -> None:
     runner = _runner()
-    tests, book, alone = runner.parts()
     on_disk = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert len(on_disk) == 11, on_disk  # chapters 00-10; drafts and solutions live in folders
-    beside = [a for a in book.args if a.endswith(".ipynb")]
-    assert sorted(beside + alone.args) == on_disk
-    assert alone.args == [
+    queued = runner.beside()
+    assert sorted(queued + list(runner.ALONE)) == on_disk
+    assert runner.ALONE == (
         "notebooks/05-backlog-and-memory.ipynb",
         "notebooks/07-kafka-data-loss.ipynb",
         "notebooks/10-recovery-benchmark.ipynb",
-    ]
-    assert tests.args == ["-m", "not compose", "tests"]
+    )
+    assert runner.BOOK_ONLY == ("notebooks/04-environmental-failures.ipynb",) and set(runner.BOOK_ONLY) <= set(queued)
 
 
-def test_the_chapters_beside_use_a_sandbox_of_their_own() -> None:
+def test_the_chapters_beside_are_queued_longest_first_by_their_last_recording() -> None:
     runner = _runner()
-    _tests, book, _alone = runner.parts()
+    times = [runner.recorded_seconds(c) for c in runner.beside()]
+    assert all(t > 0 for t in times), times  # every chapter is recorded with its time
+    assert times == sorted(times, reverse=True), list(zip(runner.beside(), times))
+
+
+def test_the_test_sandbox_never_takes_a_chapter_that_restarts_kafka() -> None:
+    runner = _runner()
+    tests, book = runner.places()
+    queue = runner.Queue(["notebooks/04-environmental-failures.ipynb", "notebooks/03-checkpoints-and-delivery.ipynb"], book)
+    assert queue.take(tests) == "notebooks/03-checkpoints-and-delivery.ipynb"
+    assert queue.take(tests) is None  # 04 is left for the book's sandbox
+    assert queue.left() == ["notebooks/04-environmental-failures.ipynb"]
+    assert queue.take(book) == "notebooks/04-environmental-failures.ipynb"
+    assert queue.take(book) is None
+
+
+def test_the_chapters_beside_use_a_sandbox_of_their_own(monkeypatch) -> None:
+    runner = _runner()
+    monkeypatch.delenv("OSL_STATE_DIR", raising=False)
+    tests, book = runner.places()
     assert book.env["OSL_PORT_OFFSET"] == "12500" and int(book.env["OSL_PORT_OFFSET"]) in RESERVED
     assert book.env["OSL_STATE_DIR"].endswith(".sandbox-test-book")
+    assert tests.env["OSL_STATE_DIR"] == str(ROOT / ".sandbox-test") and tests.env["OSL_PORT_OFFSET"] != "12500"
     theirs = {p for r in RESERVED if r != 12_500 for p in sandbox_ports(r, workers=4)}
     assert not theirs & set(sandbox_ports(12_500, workers=4))
+    part = runner.chapter_part("notebooks/03-checkpoints-and-delivery.ipynb", book)
+    assert part.env["OSL_STATE_DIR"] == book.env["OSL_STATE_DIR"] and part.env["OSL_TEST_KEEP_SANDBOX"] == "1"
+    assert part.log.parent == Path(book.env["OSL_STATE_DIR"]) / "logs"
 
 
 @pytest.mark.parametrize(
@@ -63,37 +86,16 @@ def test_the_exit_status_is_a_failure_when_any_part_failed(statuses, expected) -
     assert _runner().overall(statuses) == expected
 
 
-def _pytest_part(runner, tmp_path: Path, body: str):
-    test = tmp_path / "test_part.py"
-    test.write_text(body)
-    return runner.Part("the tests", [str(test), "-q", "-p", "no:cacheprovider", "-o", "addopts="])
+def test_the_book_s_sandbox_waits_for_the_file_or_gives_up_when_stopped(tmp_path) -> None:
+    """CI's compose lane writes the file when it ends: the book's sandbox takes chapters from then."""
+    import threading
 
-
-def test_the_chapters_beside_wait_for_the_file_while_the_tests_still_run(tmp_path) -> None:
-    """CI's compose lane writes the file when it ends: the chapters start then, the tests still running."""
     runner = _runner()
-    after, release = tmp_path / "compose.seconds", tmp_path / "release"
-    tests = _pytest_part(
-        runner,
-        tmp_path,
-        f"import time\ndef test_waits():\n    deadline = time.monotonic() + 60\n"
-        f"    while not __import__('os').path.exists({str(release)!r}):\n"
-        f"        assert time.monotonic() < deadline\n        time.sleep(0.05)\n",
-    )
-    tests.start([])
-    try:
-        after.write_text("1\n")
-        assert runner.wait_to_start(after, tests, poll_s=0.05) == "compose.seconds exists"
-        assert tests.wait(timeout=0) is None  # still running: the file, not the tests' end, started them
-    finally:
-        release.touch()
-        tests.wait(timeout=60)
-    assert tests.status == 0
-
-
-def test_the_chapters_beside_start_when_the_tests_end_first(tmp_path) -> None:
-    runner = _runner()
-    tests = _pytest_part(runner, tmp_path, "def test_passes():\n    pass\n")
-    tests.start([])
-    assert runner.wait_to_start(tmp_path / "never-written", tests, poll_s=0.05) == "the tests ended"
-    assert tests.status == 0
+    after, stopping = tmp_path / "compose.seconds", threading.Event()
+    writer = threading.Timer(0.3, lambda: after.write_text("1\n"))
+    writer.start()
+    started = time.monotonic()
+    assert runner.wait_for_file(after, stopping, poll_s=0.05) is True
+    assert time.monotonic() - started >= 0.25, "it returned before the file existed"
+    stopping.set()
+    assert runner.wait_for_file(tmp_path / "never-written", stopping, poll_s=0.05) is False
