@@ -8,6 +8,7 @@ resolver ``spark.jars.packages`` uses), from Maven Central or the mirror in
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import json
 import os
@@ -85,6 +86,10 @@ def spark_runtime_home(settings: Settings) -> Path:
     if known is not None and (known / _COMPLETE).exists():
         return known
     files = _runtime_files(install)
+    if not any(path.suffix == ".jar" for path in files):
+        # not a distribution: pyspark imported from a zip (a driver under spark-submit, whose
+        # SPARK_HOME is the caller's); nothing to mirror, and no archive of ours will match
+        return install
     root = settings.cache_dir / "spark-home"
     home = root / f"{versions.PYSPARK}-{_runtime_key(install, files)}"
     if not (home / _COMPLETE).exists():
@@ -458,6 +463,29 @@ def minio_binary(settings: Settings, *, progress: Progress = say) -> Path:
     binary = bin_dir / "minio"
     if binary.exists():
         return binary
+    with _build_lock(bin_dir, "the MinIO build", progress):
+        if binary.exists():  # another process built it while this one waited
+            return binary
+        return _build_minio(settings, bin_dir, binary, progress)
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path, what: str, progress: Progress):
+    """One build at a time per folder, across processes: scripts/bootstrap.sh starts MinIO's
+    build before pip and its ``fetch`` call then waits for it instead of building it twice."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".build.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"[artifacts] waiting for {what} another process runs ({folder})")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _build_minio(settings: Settings, bin_dir: Path, binary: Path, progress: Progress) -> Path:
     go = _go_executable()
     module = f"{versions.MINIO_MODULE}@{versions.MINIO_VERSION}"
     log = _log_path(settings, f"build-minio-{versions.MINIO_VERSION}")

@@ -149,6 +149,10 @@ def test_every_checkout_with_the_same_pyspark_runs_its_jvms_from_one_spark_home(
     assert sorted(p.name for p in (settings.cache_dir / "spark-home").iterdir()) == sorted([home.name, other.name])
     compose = dataclasses.replace(settings, backend="compose")
     assert artifacts.spark_runtime_home(compose) == third
+    # pyspark imported from a zip (a driver under spark-submit): no distribution to mirror
+    zipped = tmp_path / "pkg" / "pyspark.zip" / "pyspark"
+    monkeypatch.setattr(artifacts, "spark_home", lambda: zipped)
+    assert artifacts.spark_runtime_home(settings) == zipped
 
 
 def test_sessions_that_differ_only_in_the_archive_are_alike():
