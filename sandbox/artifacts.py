@@ -121,9 +121,18 @@ def _mirror(install: Path, files: list[Path], home: Path) -> None:
     except OSError:  # another process made it first
         shutil.rmtree(staging, ignore_errors=True)
         return
-    from sandbox.jvm.class_data_sharing import prune  # late: class_data_sharing imports this module
+    prune_folders(root, keep=home, kept=_RUNTIME_KEPT)
 
-    prune(root, keep=home, kept=_RUNTIME_KEPT)
+
+def prune_folders(root: Path, *, keep: Path, kept: int) -> list[Path]:
+    """Remove the folders under ``root`` but ``keep`` and the ``kept`` newest others (by their
+    modification time); returns those removed. For cache entries named by a key, where another
+    checkout may still use one of the newest."""
+    others = sorted((d for d in root.iterdir() if d.is_dir() and d != keep), key=lambda d: d.stat().st_mtime, reverse=True)
+    removed = others[kept:]
+    for folder in removed:
+        shutil.rmtree(folder, ignore_errors=True)
+    return removed
 
 
 def java_candidate(java_home: Path | None = None) -> Path | None:

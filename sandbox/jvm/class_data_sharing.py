@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.artifacts import Progress, java_candidate, say
+from sandbox.artifacts import Progress, java_candidate, prune_folders, say
 from sandbox.settings import Settings
 
 #: Bumped when the workload changes what the archives should hold.
@@ -190,12 +190,6 @@ _KEPT = 2
 
 def prune(root: Path, *, keep: Path, kept: int = _KEPT) -> list[Path]:
     """Remove the archive folders under ``root`` but ``keep`` and the ``kept`` newest others.
-    Each virtualenv made again (every CI clone) names a new archive of some 260 MB; without
-    this they piled up in the cache. A JVM already running keeps its mapped archive."""
-    import shutil
-
-    others = sorted((d for d in root.iterdir() if d.is_dir() and d != keep), key=lambda d: d.stat().st_mtime, reverse=True)
-    removed = others[kept:]
-    for folder in removed:
-        shutil.rmtree(folder, ignore_errors=True)
-    return removed
+    Each archive is some 260 MB; without this they piled up in the cache. A JVM already running
+    keeps its mapped archive."""
+    return prune_folders(root, keep=keep, kept=kept)
