@@ -61,7 +61,9 @@ def _test_sandbox():
 
 
 def _any_service_up() -> bool:
-    return any(s.state != "stopped" for s in _test_sandbox().status())
+    from sandbox import any_service_up
+
+    return any_service_up(_test_sandbox())
 
 
 def pytest_collection_modifyitems(config, items):

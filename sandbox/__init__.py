@@ -24,6 +24,7 @@ __all__ = [
     "ServiceState",
     "ServiceStatus",
     "Settings",
+    "any_service_up",
     "open_sandbox",
     "paused",
     "running",
@@ -44,6 +45,12 @@ def open_sandbox(settings: Settings, **kwargs: object) -> Sandbox:
     from sandbox.services.local import LocalBackend
 
     return LocalBackend(settings, **kwargs)  # type: ignore[arg-type]
+
+
+def any_service_up(sb: Sandbox) -> bool:
+    """Whether any of ``sb``'s services is other than stopped: a sandbox partly up (a crashed
+    worker, a half-finished start) still holds ports and needs a ``down``."""
+    return any(s.state != ServiceState.STOPPED for s in sb.status())
 
 
 @contextlib.contextmanager

@@ -79,9 +79,9 @@ class Place:
         return Settings.from_env({**os.environ, **self.env})
 
     def is_up(self) -> bool:
-        from sandbox import open_sandbox
+        from sandbox import any_service_up, open_sandbox
 
-        return any(s.state != "stopped" for s in open_sandbox(self.settings(), progress=lambda _m: None).status())
+        return any_service_up(open_sandbox(self.settings(), progress=lambda _m: None))
 
     def down(self) -> None:
         from sandbox import open_sandbox

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.services.backend import Sandbox
+from sandbox import any_service_up
+from sandbox.services.backend import Sandbox, ServiceState, ServiceStatus
 from sandbox.services.compose import ComposeBackend
 from sandbox.services.local import LocalBackend
 from sandbox.settings import Settings
@@ -45,3 +46,25 @@ def test_the_backend_satisfies_the_sandbox_protocol(kind, tmp_path):
             mine = got.parameters[param_name]
             assert mine.kind == param.kind, (name, param_name)
             assert mine.default == param.default, (name, param_name)
+
+
+class _Statuses:
+    def __init__(self, *states: ServiceState):
+        self.states = states
+
+    def status(self) -> list[ServiceStatus]:
+        return [ServiceStatus(name=f"s{i}", state=s, endpoint="", ui=None, log="") for i, s in enumerate(self.states)]
+
+
+@pytest.mark.parametrize(
+    ("states", "up"),
+    [
+        ((ServiceState.STOPPED, ServiceState.STOPPED), False),
+        ((), False),
+        ((ServiceState.STOPPED, ServiceState.UNHEALTHY), True),  # a half-finished start still needs a down
+        ((ServiceState.PAUSED, ServiceState.STOPPED), True),
+        ((ServiceState.RUNNING,), True),
+    ],
+)
+def test_a_sandbox_is_up_while_any_service_is_not_stopped(states, up):
+    assert any_service_up(_Statuses(*states)) is up  # type: ignore[arg-type]
