@@ -443,10 +443,18 @@ def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         detail = "\n".join("    " + line for line in tail[-20:])
         raise SandboxError(f"the project's Java sources in {JAVA_SOURCES} did not compile (whole output: {log}):\n{detail}")
+
+    # entries dated 1980-01-01, not at the compile: the same sources give the same bytes, so the
+    # image's class-data archive, keyed by its jars' contents, outlives a rebuild (decision 0029)
+    def entry(name: str) -> zipfile.ZipInfo:
+        info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+        info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+        return info
+
     with zipfile.ZipFile(staging / dest.name, "w", zipfile.ZIP_DEFLATED) as jar:
-        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: ordered-stream-lab (ecj)\n\n")
+        jar.writestr(entry("META-INF/MANIFEST.MF"), "Manifest-Version: 1.0\nCreated-By: ordered-stream-lab (ecj)\n\n")
         for cls in sorted((staging / "classes").rglob("*.class")):
-            jar.write(cls, str(cls.relative_to(staging / "classes")))
+            jar.writestr(entry(str(cls.relative_to(staging / "classes"))), cls.read_bytes())
     shutil.rmtree(staging / "classes")
     shutil.rmtree(staging / "src")
     try:

@@ -71,13 +71,13 @@ def classpath_jars(settings: Settings) -> list[Path]:
     return own + sorted(Path(j) for j in spark_job_jars(settings, progress=lambda _line: None))
 
 
-def archives(settings: Settings) -> Archives:
-    """Where this machine's archives for the current JDK, Spark and job jars live (they may
-    not exist yet). The key changes with any of those, so a stale archive is never named:
-    the JVM refuses an archive when a jar on its classpath changed size or modification time
-    ("The top archive failed to load"), as when a virtualenv is made again at the same path,
-    so each jar's size and mtime are part of the key, not only its path. The executors'
-    classpath also holds the Spark daemons' conf folder, so its path is part of the key too."""
+def archive_key(settings: Settings, *extra: str) -> str:
+    """What an archive recorded here is valid for, as a short hash: the JDK, pyspark, the Spark
+    daemons' conf folder and every classpath jar's path, size and modification time, and
+    ``extra`` (what else the caller's archive depends on). The JVM refuses an archive when a jar
+    on its classpath changed size or modification time ("The top archive failed to load"), as
+    when a virtualenv is made again at the same path, so each jar's size and mtime are part of
+    the key, not only its path; the executors' classpath also holds the conf folder's path."""
     import pyspark
 
     from sandbox.services.local_processes import spark_conf_dir
@@ -91,9 +91,15 @@ def archives(settings: Settings) -> Archives:
         pyspark.__version__,
         str(spark_conf_dir(settings)),
         *(f"{jar} {st.st_size} {st.st_mtime_ns}" for jar in classpath_jars(settings) for st in [jar.stat()]),
+        *extra,
     ]
-    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-    folder = settings.cache_dir / "cds" / key
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def archives(settings: Settings) -> Archives:
+    """Where this machine's archives for the current JDK, Spark and job jars live (they may
+    not exist yet), named by :func:`archive_key`, so a stale archive is never named."""
+    folder = settings.cache_dir / "cds" / archive_key(settings)
     return Archives(driver=folder / "driver.jsa", executor=folder / "executor.jsa")
 
 

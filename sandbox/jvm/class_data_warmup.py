@@ -11,6 +11,7 @@ whose executor is a JVM launched as a standalone worker launches one."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -19,8 +20,9 @@ import time
 import uuid
 from pathlib import Path
 
+from sandbox.artifacts import prune_folders
 from sandbox.checks.health import s3_client
-from sandbox.jvm.class_data_sharing import Archives, archives, executor_pids, java_home
+from sandbox.jvm.class_data_sharing import Archives, archive_key, archives, executor_pids, java_home
 from sandbox.jvm.spark_session import spark_conf, spark_session
 from sandbox.settings import Settings
 
@@ -144,15 +146,46 @@ def _offline_workload(spark, *, batches: int = 3, timeout_s: float = 240.0) -> N
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _image_key(settings: Settings, conf: dict[str, str]) -> str:
+    """What the image's archives depend on: the classpath (:func:`archive_key`), the JVM options
+    they are recorded with, and this module's workload (its source)."""
+    workload = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    options = [conf.get(f"spark.{role}.extraJavaOptions", "") for role in ("driver", "executor")]
+    return archive_key(settings, "image", workload, *options)
+
+
+def _copy(source: Archives, target: Archives) -> None:
+    for a, b in ((source.driver, target.driver), (source.executor, target.executor)):
+        b.parent.mkdir(parents=True, exist_ok=True)
+        partial = b.with_name(f".{b.name}.{uuid.uuid4().hex[:6]}")
+        shutil.copy2(a, partial)
+        partial.replace(b)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox.jvm.class_data_warmup")
     parser.add_argument("--image", type=Path, help="record the Spark image's archives into this folder (image build)")
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="with --image: a build cache of archives by what they depend on; a match is copied instead of recorded",
+    )
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     found = archives(settings) if args.image is None else Archives(args.image / "driver.jsa", args.image / "executor.jsa")
     jcmd = (java_home(settings) or Path("/")) / "bin" / "jcmd"
     record = "-XX:+RecordDynamicDumpInfo"  # what lets jcmd dump a running JVM's classes
     conf = spark_conf(settings)
+    kept = None
+    if args.image is not None and args.reuse is not None:
+        folder = args.reuse / _image_key(settings, conf)
+        kept = Archives(folder / "driver.jsa", folder / "executor.jsa")
+        if kept.exist():
+            _copy(kept, found)
+            print(
+                f"archives reused: {found.driver}, {found.executor} (recorded by an earlier build for the same jars, {folder.name})"
+            )
+            return 0
     extra = {
         "spark.executor.extraJavaOptions": f"{conf.get('spark.executor.extraJavaOptions', '')} {record}".strip(),
         "spark.driver.extraJavaOptions": f"{conf['spark.driver.extraJavaOptions']} {record}",
@@ -179,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         _dump(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), found.driver, jcmd)  # noqa: SLF001
     finally:
         spark.stop()
+    if kept is not None:
+        _copy(found, kept)
+        prune_folders(kept.driver.parent.parent, keep=kept.driver.parent, kept=2)
     print(f"archives written: {found.driver}, {found.executor}")
     return 0
 

@@ -121,6 +121,17 @@ def test_the_project_jar_is_compiled_once_and_holds_the_checkpoint_manager(tmp_p
     assert artifacts.project_jar(settings, progress=lambda line: pytest.fail(f"compiled again: {line}")) == jar
 
 
+def test_the_project_jar_compiled_again_has_the_same_bytes(tmp_path):
+    """Every image build compiles it anew: the same sources must give the same jar, or the
+    image's class-data archive, keyed by its jars' contents, is recorded again every build."""
+    import time
+
+    first = artifacts.project_jar(_project_jar_settings(tmp_path / "a"), progress=lambda _l: None).read_bytes()
+    time.sleep(2.1)  # zip entries hold two-second times: a compile later than the first one's second
+    second = artifacts.project_jar(_project_jar_settings(tmp_path / "b"), progress=lambda _l: None).read_bytes()
+    assert first == second
+
+
 def test_a_java_source_that_does_not_compile_is_named_with_the_compiler_s_lines(tmp_path, monkeypatch):
     from sandbox.errors import SandboxError
 

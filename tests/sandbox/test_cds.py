@@ -63,6 +63,36 @@ def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path, monkeyp
     assert class_data_sharing.archives(settings) != first, "a jar written again must name a new archive"
 
 
+def test_an_image_build_copies_the_archives_an_earlier_build_recorded_for_the_same_jars_and_options(tmp_path, monkeypatch):
+    """A rebuild for a change in sandbox/ runs the warm-up step again: with the jars and the JVM
+    options unchanged, it copies the archives from the build cache instead of recording."""
+    import os
+
+    from sandbox import Settings
+    from sandbox.jvm import class_data_warmup as warmup
+
+    jar = tmp_path / "spark-core.jar"
+    jar.write_bytes(b"classes")
+    monkeypatch.setattr(class_data_sharing, "classpath_jars", lambda _settings: [jar])
+    monkeypatch.setattr(warmup, "spark_session", lambda *_a, **_k: pytest.fail("recorded, though a build recorded these"))
+    settings = Settings.from_env()
+    conf = spark_conf(settings)
+    key = warmup._image_key(settings, conf)
+    kept = tmp_path / "build-cache" / key
+    kept.mkdir(parents=True)
+    (kept / "driver.jsa").write_bytes(b"driver archive")
+    (kept / "executor.jsa").write_bytes(b"executor archive")
+    image = tmp_path / "image"
+    assert warmup.main(["--image", str(image), "--reuse", str(tmp_path / "build-cache")]) == 0
+    assert (image / "driver.jsa").read_bytes() == b"driver archive"
+    assert (image / "executor.jsa").read_bytes() == b"executor archive"
+    # what the archives depend on, changed: another key, so a recording
+    other = {**conf, "spark.executor.extraJavaOptions": f"{conf.get('spark.executor.extraJavaOptions', '')} -XX:+UseParallelGC"}
+    assert warmup._image_key(settings, other) != key
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert warmup._image_key(settings, conf) != key
+
+
 def test_recording_an_archive_keeps_it_and_the_two_newest_others(tmp_path):
     """Every virtualenv made again names a new archive of some 260 MB: the older ones go."""
     import os
