@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -147,19 +148,25 @@ def _offline_workload(spark, *, batches: int = 3, timeout_s: float = 240.0) -> N
 
 
 def _image_key(settings: Settings, conf: dict[str, str]) -> str:
-    """What the image's archives depend on: the classpath (:func:`archive_key`), the JVM options
-    they are recorded with, and this module's workload (its source)."""
+    """What the image's archives depend on: the classpath's jars (:func:`archive_key`), the JVM
+    options and extra class path entries they are recorded with (the JVM checks the class path in
+    order), and this module's workload (its source)."""
     workload = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    options = [conf.get(f"spark.{role}.extraJavaOptions", "") for role in ("driver", "executor")]
-    return archive_key(settings, "image", workload, *options)
+    settings_of = [
+        conf.get(f"spark.{role}.{key}", "") for role in ("driver", "executor") for key in ("extraJavaOptions", "extraClassPath")
+    ]
+    return archive_key(settings, "image", workload, *settings_of)
 
 
 def _copy(source: Archives, target: Archives) -> None:
     for a, b in ((source.driver, target.driver), (source.executor, target.executor)):
         b.parent.mkdir(parents=True, exist_ok=True)
         partial = b.with_name(f".{b.name}.{uuid.uuid4().hex[:6]}")
-        shutil.copy2(a, partial)
-        partial.replace(b)
+        try:
+            shutil.copy2(a, partial)
+            partial.replace(b)
+        finally:
+            partial.unlink(missing_ok=True)  # nothing half-copied left in the image or the cache
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,11 +188,18 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.reuse / _image_key(settings, conf)
         kept = Archives(folder / "driver.jsa", folder / "executor.jsa")
         if kept.exist():
-            _copy(kept, found)
-            print(
-                f"archives reused: {found.driver}, {found.executor} (recorded by an earlier build for the same jars, {folder.name})"
-            )
-            return 0
+            try:
+                _copy(kept, found)
+                os.utime(folder)  # the cache keeps the most recently used keys (prune_folders)
+            except OSError as exc:  # pruned by another build meanwhile, a full disk: record instead
+                print(f"archives in the build cache not usable ({exc}); recording them")
+                for target in (found.driver, found.executor):
+                    target.unlink(missing_ok=True)
+            else:
+                print(
+                    f"archives reused: {found.driver}, {found.executor} (recorded by an earlier build for the same jars, {folder.name})"
+                )
+                return 0
     extra = {
         "spark.executor.extraJavaOptions": f"{conf.get('spark.executor.extraJavaOptions', '')} {record}".strip(),
         "spark.driver.extraJavaOptions": f"{conf['spark.driver.extraJavaOptions']} {record}",
@@ -212,10 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         _dump(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), found.driver, jcmd)  # noqa: SLF001
     finally:
         spark.stop()
-    if kept is not None:
-        _copy(found, kept)
-        prune_folders(kept.driver.parent.parent, keep=kept.driver.parent, kept=2)
     print(f"archives written: {found.driver}, {found.executor}")
+    if kept is not None:
+        try:
+            _copy(found, kept)
+            prune_folders(kept.driver.parent.parent, keep=kept.driver.parent, kept=2)
+        except OSError as exc:  # the image has its archives; only the next build's reuse is lost
+            print(f"warning: the archives were not kept in the build cache {kept.driver.parent.parent}: {exc}")
     return 0
 
 

@@ -71,6 +71,7 @@ def test_an_image_build_copies_the_archives_an_earlier_build_recorded_for_the_sa
     from sandbox import Settings
     from sandbox.jvm import class_data_warmup as warmup
 
+    monkeypatch.setenv("OSL_STATE_DIR", str(tmp_path / "state"))  # the driver's log config is written there
     jar = tmp_path / "spark-core.jar"
     jar.write_bytes(b"classes")
     monkeypatch.setattr(class_data_sharing, "classpath_jars", lambda _settings: [jar])
@@ -89,8 +90,28 @@ def test_an_image_build_copies_the_archives_an_earlier_build_recorded_for_the_sa
     # what the archives depend on, changed: another key, so a recording
     other = {**conf, "spark.executor.extraJavaOptions": f"{conf.get('spark.executor.extraJavaOptions', '')} -XX:+UseParallelGC"}
     assert warmup._image_key(settings, other) != key
+    other = {**conf, "spark.driver.extraClassPath": "/opt/first.jar"}  # the JVM checks the class path in order
+    assert warmup._image_key(settings, other) != key
     os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
     assert warmup._image_key(settings, conf) != key
+
+    # a match that cannot be copied (pruned by another build meanwhile, a full disk): it records
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns - 1_000_000_000))
+    assert warmup._image_key(settings, conf) == key
+
+    def unusable(*_args):
+        raise OSError("No space left on device")
+
+    class Recording(Exception):
+        pass
+
+    def record(*_args, **_kwargs):
+        raise Recording
+
+    monkeypatch.setattr(warmup, "_copy", unusable)
+    monkeypatch.setattr(warmup, "spark_session", record)
+    with pytest.raises(Recording):
+        warmup.main(["--image", str(tmp_path / "image2"), "--reuse", str(tmp_path / "build-cache")])
 
 
 def test_recording_an_archive_keeps_it_and_the_two_newest_others(tmp_path):
