@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from sandbox.checks.health import wait_for
 from sandbox.errors import AnotherSandboxRunningError
 from sandbox.services.local import LocalBackend, sandbox_processes
 from sandbox.settings import Ports
@@ -56,14 +57,25 @@ def test_a_cold_up_starts_the_workers_once_the_master_is_alive(tmp_path, sandbox
 
 
 def test_a_cold_up_leaves_no_worker_retrying_its_registration(tmp_path, sandbox_settings):
-    """For real: after a cold `up`, no worker's log (since its start) says it had to retry."""
+    """For real: after a cold `up`, no worker's log (since its start) says it had to retry.
+
+    `up` returns once the master lists each worker ALIVE; the worker logs its registration
+    when the master's answer reaches it, a moment later, so the test waits for that line."""
     settings = replace(sandbox_settings, state_dir=tmp_path / "cold", ports=Ports().shifted(free_port_offset()))
     backend = LocalBackend(settings, progress=lambda _m: None)
+
+    def since_start(n: int) -> str:
+        return (settings.state_dir / "logs" / f"spark-worker-{n}.log").read_text().rsplit("sandbox starts", 1)[-1]
+
     try:
         backend.up()
         for n in range(1, settings.spark_workers + 1):
-            log = (settings.state_dir / "logs" / f"spark-worker-{n}.log").read_text().rsplit("sandbox starts", 1)[-1]
-            assert "Successfully registered with master" in log and "Retrying connection to master" not in log, log[-2000:]
+            log = wait_for(
+                lambda n=n: "Successfully registered with master" in (text := since_start(n)) and text,
+                timeout_s=30,
+                what=f"spark-worker-{n}'s log to record its registration",
+            )
+            assert "Retrying connection to master" not in log, log[-2000:]
     finally:
         backend.down()
 
