@@ -21,9 +21,8 @@ import time
 import uuid
 from pathlib import Path
 
-from sandbox.artifacts import prune_folders
 from sandbox.checks.health import s3_client
-from sandbox.jvm.class_data_sharing import Archives, archive_key, archives, executor_pids, java_home
+from sandbox.jvm.class_data_sharing import Archives, archive_key, archives, executor_pids, java_home, prune
 from sandbox.jvm.spark_session import spark_conf, spark_session
 from sandbox.settings import Settings
 
@@ -190,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         if kept.exist():
             try:
                 _copy(kept, found)
-                os.utime(folder)  # the cache keeps the most recently used keys (prune_folders)
+                os.utime(folder)  # the cache keeps the most recently used keys (prune)
             except OSError as exc:  # pruned by another build meanwhile, a full disk: record instead
                 print(f"archives in the build cache not usable ({exc}); recording them")
                 for target in (found.driver, found.executor):
@@ -230,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if kept is not None:
         try:
             _copy(found, kept)
-            prune_folders(kept.driver.parent.parent, keep=kept.driver.parent, kept=2)
+            prune(kept.driver.parent.parent, keep=kept.driver.parent)
         except OSError as exc:  # the image has its archives; only the next build's reuse is lost
             print(f"warning: the archives were not kept in the build cache {kept.driver.parent.parent}: {exc}")
     return 0
