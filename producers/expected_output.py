@@ -35,7 +35,7 @@ Final tables
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,6 +43,7 @@ import pandas as pd
 
 from producers.contract import Kind, Message, Row, decode
 from producers.faults import CLEAN_SNAPSHOT, FAULTS, Anomaly, Drop, FaultName
+from producers.frames import tuples
 
 __all__ = [
     "CLEAN_FAULTS",
@@ -202,10 +203,11 @@ def loss_windows(ledger: pd.DataFrame) -> pd.DataFrame:
 
 def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
     """The expectation for session ``sid`` from its ledger rows, in send order."""
-    intended, clean_snapshots = _intended_messages(rows)
+    each = tuples(rows)
+    intended, clean_snapshots = _intended_messages(each)
     order = sorted(intended)
     table, touched, everyone = _replay(intended, order)
-    windows = [w for r in rows.itertuples(index=False) for w in _windows_of(sid, r, clean_snapshots)]
+    windows = [w for r in each for w in _windows_of(sid, r, clean_snapshots)]
     first = rows.iloc[0]
     last_epoch, last_seq = order[-1]
     return ExpectedSession(
@@ -215,19 +217,19 @@ def _session(sid: str, rows: pd.DataFrame) -> ExpectedSession:
         final_rows=table,
         last_epoch=last_epoch,
         last_seq=last_seq,
-        ended=_ended_cleanly(rows, order[-1]),
+        ended=_ended_cleanly(each, order[-1]),
         windows=tuple(windows),
         uncertain_ids=frozenset(_uncertain(windows, order, touched, everyone)),
     )
 
 
-def _intended_messages(rows: pd.DataFrame) -> tuple[dict[tuple[int, int], Message], set[tuple[int, int]]]:
+def _intended_messages(rows: Sequence[Any]) -> tuple[dict[tuple[int, int], Message], set[tuple[int, int]]]:
     """The intended message of each ``(epoch, seq)``, and the keys of the clean snapshots
     (delivered ``ok``, fault none or clean: resynchronisation points)."""
     # One intended message per (epoch, seq): a duplicate's copy repeats its original.
     intended: dict[tuple[int, int], Message] = {}
     clean_snapshots: set[tuple[int, int]] = set()
-    for r in rows.itertuples(index=False):
+    for r in rows:
         key = (int(r.epoch), int(r.seq))
         if key not in intended:
             intended[key] = _intended(r.intended)
@@ -319,12 +321,12 @@ def _uncertain(
     return set().union(*(touched[key] for key in order if key >= first))
 
 
-def _ended_cleanly(rows: pd.DataFrame, last: tuple[int, int]) -> bool:
+def _ended_cleanly(rows: Sequence[Any], last: tuple[int, int]) -> bool:
     """True when the session's last intended message, ``last``, is an ``end`` delivered ``ok``
     without a fault that spoils it."""
     return any(
         r.kind == Kind.END and r.outcome == "ok" and _fault(r.fault) in CLEAN_FAULTS and (int(r.epoch), int(r.seq)) == last
-        for r in rows.itertuples(index=False)
+        for r in rows
     )
 
 

@@ -56,6 +56,7 @@ JOB_OUTSIDE: dict[str, dict[str, str]] = {
         "producers.contract": "the verifier decodes the ledger's messages; an s3a:// lake's bucket (s3_parts)",
         "producers.expected_output": "the oracle: what the ledger says the lake must hold",
         "producers.faults": "the declared faults an anomaly is blamed on",
+        "producers.frames": "a session's frames as rows without pandas' cost per call",
         "producers.ledger": "the ledger, the verifier's input",
     },
     "baseline": {

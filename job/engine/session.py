@@ -85,6 +85,7 @@ __all__ = [
     "Step",
     "expire",
     "flush",
+    "load_row",
     "rebuild",
     "step",
 ]
@@ -406,9 +407,9 @@ def rebuild(changes: Iterable[RowChange | Mapping[str, Any]]) -> dict[str, dict[
                 continue
             if op == "snapshot":
                 if (epoch, seq) == start and data is not None:
-                    table[row_id] = json.loads(data)
+                    table[row_id] = load_row(data)
             elif op == "upsert" and data is not None:
-                table[row_id] = json.loads(data)
+                table[row_id] = load_row(data)
             elif op == "delete":
                 table.pop(row_id, None)
         tables[sid] = table
@@ -703,7 +704,7 @@ class _Machine:
     def row(self, rid: str) -> Row:
         row = self.rows.get(rid)
         if row is None:
-            row = self.rows[rid] = _load_row(self.text[rid])
+            row = self.rows[rid] = load_row(self.text[rid])
         return row
 
     def replace_table(self, m: Message) -> None:
@@ -840,7 +841,7 @@ def _row_change(
 def _dump_bytes(row: Row) -> bytes:
     """A decoded row (str keys, finite JSON scalars) as compact UTF-8 JSON.
 
-    :func:`_load_row` gives back an equal row with values of the same types.
+    :func:`load_row` gives back an equal row with values of the same types.
     """
     try:
         return _encode_json(row)
@@ -854,7 +855,9 @@ def _dump_checked(row: Row) -> bytes:
     return json.dumps(row, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _load_row(text: bytes) -> Row:
+def load_row(text: bytes | str) -> Row:
+    """A row's JSON text as ``json.loads`` reads it, in C when msgspec can (three times faster;
+    the verifier reads every row of the lake this way)."""
     try:
         return _decode_row(text)
     except msgspec.DecodeError:  # msgspec refuses lone surrogate escapes; json reads them
@@ -877,7 +880,7 @@ class _Table(Mapping[str, Row]):
     def __getitem__(self, rid: str) -> Row:
         row = self._rows.get(rid)
         if row is None:
-            row = self._rows[rid] = _load_row(self._text[rid])
+            row = self._rows[rid] = load_row(self._text[rid])
         return row
 
     def __iter__(self) -> Iterator[str]:

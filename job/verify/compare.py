@@ -74,11 +74,13 @@ from typing import Any, Literal, get_args
 import pandas as pd
 
 from job.engine.errors import UsageError
-from job.engine.session import Policy, QuarantineRecord, RowChange, SessionStatus, check_policy, rebuild
+from job.engine.session import Policy, QuarantineRecord, RowChange, SessionStatus, check_policy, load_row, rebuild
 from job.spark.lake import STATUS_COLUMNS
 from producers.contract import ContractError, Kind, Row, decode
 from producers.expected_output import DELIVERY_ALLOWED, ExpectedSession, LossWindow, changes_of, expected_sessions
 from producers.faults import BAD_RECORD, STRICT_STOPPING, Anomaly
+from producers.frames import records as frame_records
+from producers.frames import tuples as frame_tuples
 
 __all__ = [
     "KAFKA_DELETED",
@@ -306,6 +308,9 @@ def judge_part(
     outputs of those sessions (one session, a group of them, or all). ``stop``: under
     ``strict``, where the query stopped (:func:`strict_stop` over the whole ledger), or
     :data:`STOP_OF_THIS_LEDGER` when ``ledger`` is the whole ledger."""
+    if ledger.attrs:  # the run's settings (read_ledger): pandas deep-copies them into every frame cut from this one
+        ledger = ledger.copy(deep=False)
+        ledger.attrs = {}
     gone = _deleted_records(ledger, deleted)
     rows = _columns(rows, ROWS_COLUMNS)
     quarantine = _columns(quarantine, QUARANTINE_COLUMNS)
@@ -402,18 +407,19 @@ class _Session:
         # Ledger rows by the record Kafka gave them; the intended messages' JSON by (epoch, seq).
         self.delivered: dict[tuple[str, int, int], Any] = {}
         self.intended: dict[tuple[int, int], str] = {}
-        for r in self.ledger.itertuples(index=False):
+        self.ledger_rows = frame_tuples(self.ledger)
+        for r in self.ledger_rows:
             self.intended.setdefault((int(r.epoch), int(r.seq)), r.intended)
             if r.outcome == "ok":
                 self.delivered[(str(r.topic), int(r.partition), int(r.offset))] = r
         self.order = sorted(self.intended)
         self.changes_at: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
-        for c in rows.itertuples(index=False):
+        for c in frame_tuples(rows):
             self.changes_at[(str(c.topic), int(c.partition), int(c.offset))].append(c)
         # Built on first use: only sessions with findings need them.
         self._touches: dict[str, list[tuple[int, int]]] | None = None
         self._where: dict[tuple[int, int], tuple[str, int, int]] | None = None
-        self.quarantined_at = {(str(q.topic), int(q.partition), int(q.offset)): q for q in quarantine.itertuples(index=False)}
+        self.quarantined_at = {(str(q.topic), int(q.partition), int(q.offset)): q for q in frame_tuples(quarantine)}
 
     @property
     def stopped_by(self) -> str | None:
@@ -636,9 +642,9 @@ def _note_lost(s: _Session, out: _Findings, r: Any, key: tuple[int, int], where:
 
 def _check_unexplained(s: _Session, out: _Findings) -> None:
     """Output that refers to a record the ledger did not deliver to this session."""
-    maybe = s.ledger[s.ledger["outcome"] == "indeterminate"]
-    maybe_keys = {(int(r.epoch), int(r.seq)) for r in maybe.itertuples(index=False)}
-    maybe_bytes = {bytes(r.sent) for r in maybe.itertuples(index=False) if r.sent is not None}
+    maybe = [r for r in s.ledger_rows if r.outcome == "indeterminate"]
+    maybe_keys = {(int(r.epoch), int(r.seq)) for r in maybe}
+    maybe_bytes = {bytes(r.sent) for r in maybe if r.sent is not None}
     for where, changes in s.changes_at.items():
         if where in s.delivered:
             continue
@@ -746,7 +752,7 @@ def _check_late(s: _Session, out: _Findings) -> None:
 
 def _check_table(s: _Session, out: _Findings, exp: ExpectedSession) -> None:
     """The rebuilt table against ``exp``'s intended one, on the rows the ledger marks certain."""
-    got = rebuild(s.rows.to_dict("records")).get(exp.session, {})
+    got = rebuild(frame_records(s.rows)).get(exp.session, {})
     want = exp.checked_rows()
     for rid in sorted(want.keys() | got.keys()):
         if rid in exp.uncertain_ids:
@@ -786,7 +792,7 @@ def _check_strict_prefix(s: _Session, out: _Findings) -> None:
     # record's delivery was indeterminate, so not among the delivered (the output shows it arrived).
     first_written = next((k for k in s.order if k in written), None)
     if joined is None and first_written is not None:
-        kinds = {(int(r.epoch), int(r.seq)): r.kind for r in s.ledger.itertuples(index=False)}
+        kinds = {(int(r.epoch), int(r.seq)): r.kind for r in s.ledger_rows}
         joined = first_written if kinds.get(first_written) == "snapshot" else None
     missing = [
         k
@@ -864,7 +870,7 @@ def _check_counters(s: _Session, out: _Findings, status: Mapping[str, Any]) -> N
 
 def _end_may_have_arrived(ledger: pd.DataFrame) -> bool:
     """True when ``ledger`` holds an ``end`` that was (or may have been) delivered and decodes as one."""
-    for r in ledger.itertuples(index=False):
+    for r in frame_tuples(ledger):
         if r.kind != Kind.END or r.outcome not in ("ok", "indeterminate") or r.sent is None:
             continue
         try:
@@ -1039,7 +1045,7 @@ def _group(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 def _latest_status(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     best: dict[str, tuple[int, ...]] = {}
-    for s in df.to_dict("records"):
+    for s in frame_records(df):
         sid = str(s["session"])
         rank = (int(s["epoch"]), int(s["last_seq"]), int(s["last_offset"]), int(s["applied"]) + int(s["quarantined"]))
         if sid not in best or rank >= best[sid]:
@@ -1093,7 +1099,7 @@ def _content_problem(sent: bytes | None, changes: list[Any]) -> str | None:
 def _row(data: object) -> Any:
     if data is None or (isinstance(data, float) and data != data):  # None, or NaN from pandas
         return None
-    return json.loads(str(data))
+    return load_row(str(data))
 
 
 def _show(row: Row, columns: Sequence[str]) -> str:
