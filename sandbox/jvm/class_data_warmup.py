@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     jcmd = (java_home(settings) or Path("/")) / "bin" / "jcmd"
     record = "-XX:+RecordDynamicDumpInfo"  # what lets jcmd dump a running JVM's classes
     conf = spark_conf(settings)
-    kept = None
+    kept = folder = None
     if args.image is not None and args.reuse is not None:
         folder = args.reuse / _image_key(settings, conf)
         kept = Archives(folder / "driver.jsa", folder / "executor.jsa")
@@ -229,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     if kept is not None:
         try:
             _copy(found, kept)
-            prune(kept.driver.parent.parent, keep=kept.driver.parent)
+            prune(args.reuse, keep=folder)
         except OSError as exc:  # the image has its archives; only the next build's reuse is lost
-            print(f"warning: the archives were not kept in the build cache {kept.driver.parent.parent}: {exc}")
+            print(f"warning: the archives were not kept in the build cache {args.reuse}: {exc}")
     return 0
 
 
