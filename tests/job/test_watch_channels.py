@@ -116,6 +116,39 @@ def test_progress_json_becomes_a_batch_with_merged_kafka_end_offsets():
     )
 
 
+class _ProgressOnly:
+    """A Java progress event that offers its JSON and nothing else: any other field read fails."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def progress(self):
+        outer = self
+
+        class _Progress:
+            def json(self) -> str:
+                return outer._text
+
+            def __getattr__(self, name):
+                raise AssertionError(f"the listener read the progress field {name!r}, not only its JSON")
+
+        return _Progress()
+
+
+def test_the_listener_registers_its_own_bridge_which_reads_only_the_progress_json():
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    from job.ops.watch.events import EventListener, _JsonBridge
+
+    got: list = []
+    listener = EventListener.create(got.append, clock=lambda: 9.0)
+    # PySpark's own bridge converts every field of every event (docs/performance.md, "The listener's progress events")
+    assert type(listener)._jlistener is not StreamingQueryListener._jlistener
+    progress = {"name": "q", "batchId": 3, "numInputRows": 5, "sources": [{"endOffset": '{"t":{"0":8}}'}]}
+    _JsonBridge(listener).onQueryProgress(_ProgressOnly(json.dumps(progress)))
+    assert got == [BatchCompleted(query="q", at=9.0, batch_id=3, input_rows=5, end_offsets={"t": {"0": 8}})]
+
+
 def test_event_log_round_trips_and_returns_only_whole_lines(tmp_path):
     log = EventLog(tmp_path / "events.jsonl")
     events = [

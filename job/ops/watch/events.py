@@ -128,9 +128,22 @@ class EventListener:
                 self.names[str(event.id)] = name
                 self._emit(QueryStarted(query=name, at=clock(), run_id=str(event.runId), pid=self.pid))
 
+            @property
+            def _jlistener(self):
+                # what spark.streams.addListener registers: the bridge below instead of PySpark's
+                if not hasattr(self, "_jlistenerobj"):
+                    from pyspark import SparkContext
+
+                    wrapper = SparkContext._jvm.PythonStreamingQueryListenerWrapper  # noqa: SLF001
+                    self._jlistenerobj = wrapper(_JsonBridge(self))
+                return self._jlistenerobj
+
             def onQueryProgress(self, event) -> None:
+                self.progress_json(event.progress.json)
+
+            def progress_json(self, text: str) -> None:
                 try:
-                    progress = json.loads(event.progress.json)
+                    progress = json.loads(text)
                     name = progress.get("name") or self.names.get(str(progress.get("id")))
                     self._emit(batch_from_progress(progress, at=clock(), query=name))
                 except Exception as exc:  # noqa: BLE001
@@ -144,3 +157,38 @@ class EventListener:
                 self._emit(QueryTerminated(query=name, at=clock(), error=event.exception))
 
         return _Listener()
+
+
+class _JsonBridge:
+    """The Java side of the listener (Py4J's ``PythonStreamingQueryListener``), which hands on a
+    progress event as its JSON alone. PySpark's own bridge builds a ``StreamingQueryProgress``
+    field by field, and each ``dict()`` of its six Java maps ends in a Java exception that PySpark
+    converts by looking classes up by name through every jar: 28 % of an idle job's driver CPU,
+    for fields this listener never reads (docs/performance.md, "The listener's progress events")."""
+
+    def __init__(self, listener) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent) -> None:  # noqa: N802 - the Java interface's names
+        from pyspark.sql.streaming.listener import QueryStartedEvent
+
+        self.listener.onQueryStarted(QueryStartedEvent.fromJObject(jevent))
+
+    def onQueryProgress(self, jevent) -> None:  # noqa: N802
+        try:
+            text = jevent.progress().json()
+        except Exception as exc:  # noqa: BLE001 -- a listener must never fail Spark's bus
+            print(f"[watch] cannot read a progress event: {exc}", file=sys.stderr)
+            return
+        self.listener.progress_json(text)
+
+    def onQueryIdle(self, jevent) -> None:  # noqa: N802
+        pass  # an idle trigger is neither progress nor a fault (the listener's onQueryIdle)
+
+    def onQueryTerminated(self, jevent) -> None:  # noqa: N802
+        from pyspark.sql.streaming.listener import QueryTerminatedEvent
+
+        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
