@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -147,6 +148,21 @@ def test_the_listener_registers_its_own_bridge_which_reads_only_the_progress_jso
     progress = {"name": "q", "batchId": 3, "numInputRows": 5, "sources": [{"endOffset": '{"t":{"0":8}}'}]}
     _JsonBridge(listener).onQueryProgress(_ProgressOnly(json.dumps(progress)))
     assert got == [BatchCompleted(query="q", at=9.0, batch_id=3, input_rows=5, end_offsets={"t": {"0": 8}})]
+
+
+def test_an_unreadable_progress_event_is_printed_and_never_raised_into_spark(capsys):
+    from job.ops.watch.events import EventListener, _JsonBridge
+
+    class _Gone:
+        def progress(self):
+            raise RuntimeError("py4j: the gateway is closed")
+
+    got: list = []
+    listener = EventListener.create(got.append)
+    _JsonBridge(listener).onQueryProgress(_Gone())
+    listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json="{not json")))
+    assert got == []
+    assert capsys.readouterr().err.count("[watch] cannot read a progress event") == 2
 
 
 def test_event_log_round_trips_and_returns_only_whole_lines(tmp_path):

@@ -139,11 +139,13 @@ class EventListener:
                 return self._jlistenerobj
 
             def onQueryProgress(self, event) -> None:
-                self.progress_json(event.progress.json)
+                self.progress_json(lambda: event.progress.json)
 
-            def progress_json(self, text: str) -> None:
+            def progress_json(self, read: Callable[[], str]) -> None:
+                """One progress event, its JSON from ``read`` (this listener's event or the
+                bridge's); whatever fails is printed, never raised into Spark's listener bus."""
                 try:
-                    progress = json.loads(text)
+                    progress = json.loads(read())
                     name = progress.get("name") or self.names.get(str(progress.get("id")))
                     self._emit(batch_from_progress(progress, at=clock(), query=name))
                 except Exception as exc:  # noqa: BLE001
@@ -175,12 +177,7 @@ class _JsonBridge:
         self.listener.onQueryStarted(QueryStartedEvent.fromJObject(jevent))
 
     def onQueryProgress(self, jevent) -> None:  # noqa: N802
-        try:
-            text = jevent.progress().json()
-        except Exception as exc:  # noqa: BLE001 -- a listener must never fail Spark's bus
-            print(f"[watch] cannot read a progress event: {exc}", file=sys.stderr)
-            return
-        self.listener.progress_json(text)
+        self.listener.progress_json(lambda: jevent.progress().json())
 
     def onQueryIdle(self, jevent) -> None:  # noqa: N802
         pass  # an idle trigger is neither progress nor a fault (the listener's onQueryIdle)
