@@ -74,6 +74,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
             # one item per cell; nbval's own --nbval-cell-timeout is 900 s too
             item.add_marker(pytest.mark.timeout(900))
+    from tests.order import units_first
+
+    items[:] = units_first(items)
 
 
 def stop_test_spark() -> None:

@@ -36,6 +36,20 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+_ONE_LINE_AT_A_TIME = threading.RLock()
+
+
+def _whole_lines(progress: Progress) -> Progress:
+    """``progress`` for callers on several threads (the resolvers, the MinIO build): one line at
+    a time, never two run into one."""
+
+    def line(message: str) -> None:
+        with _ONE_LINE_AT_A_TIME:
+            progress(message)
+
+    return line
+
+
 def spark_home() -> Path:
     """The Spark distribution inside the installed pyspark package."""
     import pyspark
@@ -171,9 +185,9 @@ def _ivy_jar() -> Path:
     return jars[0]
 
 
-def _ivy_settings(settings: Settings, path: Path) -> Path:
+def _ivy_settings(settings: Settings, path: Path, cache_dir: Path) -> Path:
     root = f" root={quoteattr(settings.maven_repo.rstrip('/') + '/')}" if settings.maven_repo else ""
-    cache = quoteattr(str(settings.cache_dir / "ivy"))
+    cache = quoteattr(str(cache_dir))
     path.write_text(
         "<ivysettings>\n"
         '  <settings defaultResolver="central"/>\n'
@@ -221,38 +235,29 @@ def resolve_jars(
     staging = dest.with_name(name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    ivy_settings = _ivy_settings(settings, staging / "ivysettings.xml")
     registry = _registry_name(settings)
+    progress = _whole_lines(progress)
     plan = [(c, True) for c in coordinates] + [(c, False) for c in intransitive]
-    for (group, artifact, version), transitive in plan:
-        coord = f"{group}:{artifact}:{version}"
-        log = _log_path(settings, f"resolve-{coord}")
-        progress(f"[artifacts] resolving {coord} and its dependencies from {registry} (log: {log}) ...")
-        cmd = [
-            str(java),
-            "-jar",
-            str(_ivy_jar()),
-            "-settings",
-            str(ivy_settings),
-            "-dependency",
-            group,
-            artifact,
-            version,
-            "-confs",
-            "default",
-            "-types",
-            "jar",
-            "bundle",
-            "-retrieve",
-            str(staging / "[artifact]-[revision](-[classifier]).[ext]"),
-            *([] if transitive else ["-notransitive"]),
+    # One resolver per coordinate, at once: each mostly waits on the registry's round trips, one
+    # POM after another (on an empty cache 116 s one after the other, about 50 s side by side).
+    # Each has its own folder and Ivy cache, as Ivy's cache takes no lock between processes.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(plan), RESOLVERS_AT_ONCE), thread_name_prefix=f"resolve-{name}") as pool:
+        parts = [staging / f"part-{i}" for i in range(len(plan))]
+        runs = [
+            pool.submit(_resolve_one, settings, java, coord, transitive, part, registry, progress)
+            for (coord, transitive), part in zip(plan, parts, strict=True)
         ]
-        started = time.monotonic()
-        _, tail = _run_streaming(cmd, progress, _ivy_step, label=coord, unit="dependencies found or jars downloaded", log=log)
-        if tail is not None:
-            raise ArtifactFetchError(coord, registry, _ivy_failure(tail) + f" (whole output: {log})")
-        downloaded = sum(_ivy_download(line) for line in log.read_text(encoding="utf-8").splitlines())
-        progress(f"[artifacts]   {coord}: {downloaded} jars downloaded in {time.monotonic() - started:.0f}s")
+        errors = [run.exception() for run in runs]  # every resolver ends before one error is raised
+    for error in errors:
+        if error is not None:
+            raise error
+    for part in parts:  # their union, as one resolver retrieving into one folder gave
+        for jar in part.iterdir():
+            if not (staging / jar.name).exists():
+                jar.rename(staging / jar.name)
+        shutil.rmtree(part)
     if drop_provided_by_spark:
         provided = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
         for jar in staging.glob("*.jar"):
@@ -261,13 +266,61 @@ def resolve_jars(
     jars = sorted(p.name for p in staging.glob("*.jar"))
     if not jars:
         raise ArtifactFetchError(name, registry, "the resolver finished but retrieved no jar")
-    (staging / "ivysettings.xml").unlink()
     (staging / _COMPLETE).write_text(json.dumps({"coordinates": wanted, "jars": jars}, indent=1))
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
     size = sum((dest / j).stat().st_size for j in jars) / 2**20
     progress(f"[artifacts] {len(jars)} jars ({size:.0f} MiB) cached in {dest}")
     return [dest / j for j in jars]
+
+
+#: Resolvers (one JVM each) run at once per jar set: the spark-job set has five coordinates.
+RESOLVERS_AT_ONCE = 5
+
+
+def _resolve_one(
+    settings: Settings,
+    java: Path,
+    coordinate: tuple[str, str, str],
+    transitive: bool,
+    folder: Path,
+    registry: str,
+    progress: Progress,
+) -> None:
+    """Resolve one coordinate (with its runtime dependencies when ``transitive``) into ``folder``."""
+    group, artifact, version = coordinate
+    coord = f"{group}:{artifact}:{version}"
+    folder.mkdir(parents=True)
+    log = _log_path(settings, f"resolve-{coord}")
+    cache = settings.cache_dir / "ivy" / "per-resolution" / log.stem
+    ivy_settings = _ivy_settings(settings, folder.with_name(folder.name + ".ivysettings.xml"), cache)
+    progress(f"[artifacts] resolving {coord} and its dependencies from {registry} (log: {log}) ...")
+    cmd = [
+        str(java),
+        "-jar",
+        str(_ivy_jar()),
+        "-settings",
+        str(ivy_settings),
+        "-dependency",
+        group,
+        artifact,
+        version,
+        "-confs",
+        "default",
+        "-types",
+        "jar",
+        "bundle",
+        "-retrieve",
+        str(folder / "[artifact]-[revision](-[classifier]).[ext]"),
+        *([] if transitive else ["-notransitive"]),
+    ]
+    started = time.monotonic()
+    _, tail = _run_streaming(cmd, progress, _ivy_step, label=coord, unit="dependencies found or jars downloaded", log=log)
+    ivy_settings.unlink()
+    if tail is not None:
+        raise ArtifactFetchError(coord, registry, _ivy_failure(tail) + f" (whole output: {log})")
+    downloaded = sum(_ivy_download(line) for line in log.read_text(encoding="utf-8").splitlines())
+    progress(f"[artifacts]   {coord}: {downloaded} jars downloaded in {time.monotonic() - started:.0f}s")
 
 
 def _artifact_name(jar: str) -> str:
@@ -502,6 +555,32 @@ def _build_lock(folder: Path, what: str, progress: Progress):
         yield
 
 
+def minio_build_running(settings: Settings) -> bool:
+    """Whether another process holds the MinIO build's lock (:func:`_build_lock`) now."""
+    import fcntl
+
+    lock_path = settings.cache_dir / "minio" / versions.MINIO_VERSION / ".build.lock"
+    if not lock_path.exists():
+        return False
+    with lock_path.open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        return False
+
+
+def wait_for_minio_build(settings: Settings, *, progress: Progress = say) -> Path | None:
+    """:func:`built_minio`, once a MinIO build another process runs has ended (none: at once).
+    For a caller that would otherwise build MinIO a second time (the compose image build)."""
+    bin_dir = settings.cache_dir / "minio" / versions.MINIO_VERSION
+    if minio_build_running(settings):
+        with _build_lock(bin_dir, "the MinIO build", progress):
+            pass
+    return built_minio(settings)
+
+
 def _build_minio(settings: Settings, bin_dir: Path, binary: Path, progress: Progress) -> Path:
     go = _go_executable()
     module = f"{versions.MINIO_MODULE}@{versions.MINIO_VERSION}"
@@ -550,19 +629,32 @@ def _go_executable() -> Path:
     return Path(go)
 
 
-def fetch_all(settings: Settings, *, progress: Progress = say) -> dict[str, object]:
+def fetch_all(settings: Settings, *, wait_for_minio: bool = True, progress: Progress = say) -> dict[str, object]:
     """Everything the local backend and the job need; cheap when the cache is warm.
 
-    On an empty cache MinIO's Go build (CPU, about 140 s here) runs beside the jar resolutions
-    (mostly waiting on Maven Central, about 110 s), not after them.
+    On an empty cache MinIO's Go build (about 200 s here) runs beside the two jar sets' resolutions
+    (each mostly waiting on Maven Central), not after them. With ``wait_for_minio=False`` a MinIO
+    build another process runs is left to finish (``minio`` is then None): scripts/bootstrap.sh
+    ends without it, and ``sandbox up`` waits for it (docs/decisions/0032-bootstrap-leaves-the-minio-build-running.md).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     java = java_executable(settings.java_home)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="minio-build") as pool:
-        minio = pool.submit(minio_binary, settings, progress=progress)
-        jars = {
-            "kafka_jars": kafka_jars(settings, progress=progress),
-            "spark_job_jars": spark_job_jars(settings, progress=progress),
+    progress = _whole_lines(progress)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="fetch") as pool:
+        minio = None
+        if wait_for_minio or not minio_build_running(settings):
+            minio = pool.submit(minio_binary, settings, progress=progress)
+        else:
+            progress(
+                f"[artifacts] MinIO is still being built by another process ({settings.cache_dir / 'minio'}); "
+                "`sandbox up` waits for it"
+            )
+        kafka = pool.submit(kafka_jars, settings, progress=progress)
+        spark_job = pool.submit(spark_job_jars, settings, progress=progress)
+        return {
+            "java": java,
+            "kafka_jars": kafka.result(),
+            "spark_job_jars": spark_job.result(),
+            "minio": minio.result() if minio is not None else None,
         }
-        return {"java": java, **jars, "minio": minio.result()}

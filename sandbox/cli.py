@@ -51,7 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("-n", "--lines", type=int, default=50)
     for name, text in _FAULTS.items():
         sub.add_parser(name, help=text).add_argument("service")
-    sub.add_parser("fetch", help="download and build every artifact into the cache, start nothing")
+    fetch = sub.add_parser("fetch", help="download and build every artifact into the cache, start nothing")
+    fetch.add_argument(
+        "--no-wait-for-minio",
+        action="store_true",
+        help="leave a MinIO build another process runs to finish on its own (scripts/bootstrap.sh); `up` waits for it",
+    )
     sub.add_parser("smoke", help="prove each service works: Kafka round trip, S3 round trip, a Spark job")
     return parser
 
@@ -131,8 +136,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "fetch":
         from sandbox.artifacts import fetch_all
 
-        for key, value in fetch_all(settings).items():
-            shown = f"{len(value)} jars" if isinstance(value, list) else value
+        for key, value in fetch_all(settings, wait_for_minio=not args.no_wait_for_minio).items():
+            shown = f"{len(value)} jars" if isinstance(value, list) else value or "still building (another process)"
             print(f"{key}: {shown}")
         return 0
     sb = open_sandbox(settings)

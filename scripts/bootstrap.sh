@@ -38,14 +38,16 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
     echo "bootstrap: NOTE: no chromium here; the browser tests will skip: apt-get install chromium (as root), or set OSL_CHROMIUM=/path/to/chrome"
   fi
 fi
-# MinIO's Go build (minutes of CPU on an empty cache) needs only Go and the standard library:
-# it starts now, beside pip, and the fetch below waits for it (a lock) instead of building again.
+# MinIO's Go build (minutes on an empty cache) needs only Go and the standard library: it starts
+# now, beside pip, and bootstrap does not wait for it. The fetch below leaves it to finish (a lock),
+# and the first `sandbox up` or compose image build waits for it instead of building it again:
+# on an empty machine the unit tests run meanwhile (docs/decisions/0032-bootstrap-leaves-the-minio-build-running.md).
 minio_pid=
 if [ -z "$(PYTHONPATH=. "$PYTHON" -c 'from sandbox import Settings; from sandbox.artifacts import built_minio; print(built_minio(Settings.from_env()) or "")' 2>/dev/null)" ]; then
   minio_log="$VENV/minio-build.log"
   echo "bootstrap: building MinIO in the background, beside pip (log: $minio_log)"
-  PYTHONPATH=. "$PYTHON" -c 'from sandbox import Settings; from sandbox.artifacts import minio_binary; minio_binary(Settings.from_env())' \
-    >"$minio_log" 2>&1 &
+  PYTHONPATH=. nohup "$PYTHON" -c 'from sandbox import Settings; from sandbox.artifacts import minio_binary; minio_binary(Settings.from_env())' \
+    >"$minio_log" 2>&1 </dev/null &
   minio_pid=$!
 fi
 echo "bootstrap: installing the project and its test tools into $VENV at the versions of constraints.txt (pyspark is large; pip caches it)"
@@ -58,9 +60,12 @@ PYTHONWARNINGS="ignore:Editable installation:UserWarning" \
 # pyspark at this path stays valid for a new virtualenv (sandbox/jvm/jar_times.py).
 "$VENV/bin/python" -m sandbox.jvm.jar_times
 echo "bootstrap: fetching Kafka and Spark-job jars and MinIO into the cache (once)"
-"$VENV/bin/python" -m sandbox --backend local fetch
-# the background build has ended (fetch waited for it, or built MinIO itself if it failed)
-[ -n "$minio_pid" ] && { wait "$minio_pid" || echo "bootstrap: NOTE: the background MinIO build failed (see $minio_log); fetch built it instead"; }
+"$VENV/bin/python" -m sandbox --backend local fetch --no-wait-for-minio
+if [ -n "$minio_pid" ] && kill -0 "$minio_pid" 2>/dev/null; then
+  echo "bootstrap: MinIO is still building in the background (log: $minio_log); the first \`make up\`, \`make demo\` or \`make test\` waits for it"
+elif [ -n "$minio_pid" ] && ! wait "$minio_pid"; then
+  echo "bootstrap: NOTE: the background MinIO build failed (see $minio_log); fetch built it instead"
+fi
 if [ -n "$chromium_pid" ]; then
   if wait "$chromium_pid"; then
     echo "bootstrap: chromium installed"

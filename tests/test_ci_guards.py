@@ -45,3 +45,20 @@ def test_no_chapter_cell_carries_a_tag_that_silences_its_failure():
     ]
     assert len(list(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))) == 11
     assert tagged == [], f"chapter cells tagged to pass whatever they do: {tagged}"
+
+
+def test_the_tests_that_need_no_service_run_first_and_the_rest_keep_their_order():
+    from tests.order import units_first
+
+    class Item(SimpleNamespace):
+        def get_closest_marker(self, name):
+            return name if name in self.marks else None
+
+    items = [
+        Item(nodeid="a::integ", marks={"integration"}),
+        Item(nodeid="a::unit", marks=set()),
+        Item(nodeid="b::integ", marks={"integration", "slow"}),
+        Item(nodeid="b::unit", marks={"slow"}),
+        Item(nodeid="01.ipynb::Cell 0", marks={"integration", "notebook"}),
+    ]
+    assert [i.nodeid for i in units_first(items)] == ["a::unit", "b::unit", "a::integ", "b::integ", "01.ipynb::Cell 0"]

@@ -365,10 +365,11 @@ class ComposeBackend:
     def _stage_minio(self) -> None:
         """Put the MinIO binary the local backend built from the same pinned module in
         ``prebuilt/``, where the image build takes it instead of compiling MinIO again
-        (prebuilt/README.md); nothing when there is none, and the image builds its own."""
+        (prebuilt/README.md); nothing when there is none, and the image builds its own. A build
+        the bootstrap left running is waited for, not built a second time in the image."""
         from sandbox import artifacts, versions
 
-        built = artifacts.built_minio(self.settings)
+        built = artifacts.wait_for_minio_build(self.settings, progress=self._progress)
         folder = self.compose_file.parent / "prebuilt"
         if built is None or not folder.is_dir():
             return

@@ -99,6 +99,25 @@ def test_the_minio_build_runs_beside_the_jar_downloads_and_its_error_still_surfa
         artifacts.fetch_all(settings, progress=lambda _line: None)
 
 
+def test_fetch_without_waiting_leaves_a_running_minio_build_alone_and_builds_one_none_runs(monkeypatch):
+    from sandbox.settings import Settings
+
+    built: list[str] = []
+    monkeypatch.setattr(artifacts, "java_executable", lambda _home: "java")
+    monkeypatch.setattr(artifacts, "kafka_jars", lambda _s, *, progress: ["k.jar"])
+    monkeypatch.setattr(artifacts, "spark_job_jars", lambda _s, *, progress: ["s.jar"])
+    monkeypatch.setattr(artifacts, "minio_binary", lambda _s, *, progress: built.append("minio") or "minio")
+    monkeypatch.setattr(artifacts, "minio_build_running", lambda _s: True)
+    lines: list[str] = []
+    got = artifacts.fetch_all(Settings.from_env(), wait_for_minio=False, progress=lines.append)
+    assert got["minio"] is None and got["kafka_jars"] == ["k.jar"] and built == []
+    assert any("MinIO is still being built by another process" in line for line in lines), lines
+    # no build running (the background one failed, or never started): fetch builds it itself
+    monkeypatch.setattr(artifacts, "minio_build_running", lambda _s: False)
+    assert artifacts.fetch_all(Settings.from_env(), wait_for_minio=False, progress=lines.append)["minio"] == "minio"
+    assert built == ["minio"]
+
+
 def _project_jar_settings(tmp_path):
     """Settings whose cache is empty except for the ecj jar the real cache already resolved
     (linked, so the compile runs without a download)."""

@@ -639,6 +639,55 @@ def test_the_minio_the_local_backend_built_is_staged_for_the_image_with_its_modu
     assert '"${MINIO_MODULE}@${MINIO_VERSION}"' in (ROOT / "docker" / "Dockerfile").read_text()
 
 
+#: Another process's MinIO build: it holds the build's lock, says "held", and on a line from its
+#: stdin writes the binary and ends (releasing the lock).
+_BUILDING = """
+import fcntl, sys
+from pathlib import Path
+folder = Path(sys.argv[1])
+lock = (folder / ".build.lock").open("w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.readline()
+(folder / "minio").write_bytes(b"\\x7fELF built meanwhile")
+"""
+
+
+def test_a_minio_build_another_process_runs_is_waited_for_then_staged_not_built_again(tmp_path):
+    """bootstrap leaves MinIO's build running (scripts/bootstrap.sh): the image must take its
+    binary once it is there, not compile MinIO a second time because it was not there yet."""
+    from sandbox import versions
+
+    settings = make_settings(tmp_path)
+    folder = settings.cache_dir / "minio" / versions.MINIO_VERSION
+    folder.mkdir(parents=True)
+    builder = subprocess.Popen(
+        [sys.executable, "-c", _BUILDING, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert builder.stdout.readline() == "held\n"
+        waiting = threading.Event()
+
+        def progress(line: str) -> None:
+            if "waiting for the MinIO build another process runs" in line:
+                waiting.set()
+
+        root = _checkout(tmp_path)
+        backend = ComposeBackend(settings, compose_file=root / "docker-compose.yml", progress=progress)
+        staging = threading.Thread(target=backend._stage_minio, daemon=True)
+        staging.start()
+        assert waiting.wait(30), "_stage_minio did not wait for the build that holds the lock"
+        assert not (root / "prebuilt" / "minio").exists()
+        builder.stdin.write("done\n")
+        builder.stdin.flush()
+        staging.join(30)
+        assert not staging.is_alive(), "_stage_minio still waits after the build ended"
+        assert (root / "prebuilt" / "minio").read_bytes() == b"\x7fELF built meanwhile"
+    finally:
+        builder.kill()
+        builder.wait()
+
+
 def test_without_a_local_minio_nothing_is_staged_and_the_image_builds_its_own(tmp_path, fake_docker):
     root = _checkout(tmp_path)
     backend = ComposeBackend(make_settings(tmp_path), compose_file=root / "docker-compose.yml", progress=lambda _: None)
