@@ -518,9 +518,14 @@ def project_jar(settings: Settings, *, progress: Progress = say) -> Path:
     return dest
 
 
+def _minio_folder(settings: Settings) -> Path:
+    """Where the pinned MinIO is built, with its build's lock (:func:`_build_lock`)."""
+    return settings.cache_dir / "minio" / versions.MINIO_VERSION
+
+
 def built_minio(settings: Settings) -> Path | None:
     """The MinIO binary :func:`minio_binary` built from the pinned module, if it did (no build)."""
-    binary = settings.cache_dir / "minio" / versions.MINIO_VERSION / "minio"
+    binary = _minio_folder(settings) / "minio"
     return binary if binary.exists() else None
 
 
@@ -529,7 +534,7 @@ def minio_binary(settings: Settings, *, progress: Progress = say) -> Path:
     on_path = shutil.which("minio")
     if on_path:
         return Path(on_path)
-    bin_dir = settings.cache_dir / "minio" / versions.MINIO_VERSION
+    bin_dir = _minio_folder(settings)
     binary = bin_dir / "minio"
     if binary.exists():
         return binary
@@ -559,7 +564,7 @@ def minio_build_running(settings: Settings) -> bool:
     """Whether another process holds the MinIO build's lock (:func:`_build_lock`) now."""
     import fcntl
 
-    lock_path = settings.cache_dir / "minio" / versions.MINIO_VERSION / ".build.lock"
+    lock_path = _minio_folder(settings) / ".build.lock"
     if not lock_path.exists():
         return False
     with lock_path.open("a") as lock:
@@ -574,9 +579,8 @@ def minio_build_running(settings: Settings) -> bool:
 def wait_for_minio_build(settings: Settings, *, progress: Progress = say) -> Path | None:
     """:func:`built_minio`, once a MinIO build another process runs has ended (none: at once).
     For a caller that would otherwise build MinIO a second time (the compose image build)."""
-    bin_dir = settings.cache_dir / "minio" / versions.MINIO_VERSION
     if minio_build_running(settings):
-        with _build_lock(bin_dir, "the MinIO build", progress):
+        with _build_lock(_minio_folder(settings), "the MinIO build", progress):
             pass
     return built_minio(settings)
 
