@@ -661,7 +661,39 @@ def drain(queries: list, *, bootstrap: str, topic_prefix: str, timeout_s: float 
     finally:
         ticker.close()
     for query in queries:
-        query.stop()
+        if not stop_between_batches(query):
+            progress(
+                f"[job] {query.name}: no batch ended within {STOP_WITHIN_S:g}s of the drain's end; stopped in the middle of one"
+            )
+
+
+#: how long a drain waits for a batch boundary to stop its query at (decision 0033)
+STOP_WITHIN_S = 10.0
+
+
+def stop_between_batches(query, *, within_s: float = STOP_WITHIN_S, poll_s: float = 0.02, clock=time.monotonic) -> bool:
+    """Stop ``query`` at a batch boundary: while it waits for its next trigger, or the moment a
+    batch commits, whichever comes first.
+
+    A drained job's input keeps arriving, so a stop usually lands in a batch, and Spark reports
+    some interruptions of a batch as the query's failure instead of the stop (decision 0033).
+    Right after a commit the next batch has only begun, far from its end, where it writes its
+    output. True when the stop came at a boundary; False when none came within ``within_s``.
+    """
+    deadline = clock() + within_s
+    committed = _batch_id(query)
+    while clock() < deadline:
+        if not query.status.get("isTriggerActive") or _batch_id(query) != committed:
+            query.stop()
+            return True
+        time.sleep(poll_s)
+    query.stop()
+    return False
+
+
+def _batch_id(query) -> int | None:
+    progress = query.lastProgress
+    return None if progress is None else int(progress["batchId"])
 
 
 def executor_count(query) -> int | None:
